@@ -1,0 +1,231 @@
+// Creation, resizing, copies between devices and the metadata-only view ops.
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/memory.h"
+#include "aten/program.h"
+#include "engine/runtime.h"
+#include "ir/ops.h"
+#include "lowering/types.h"
+#include "lowering/view.h"
+#include "runtime/device.h"
+
+namespace tpu::aten {
+namespace {
+
+constexpr c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);
+
+void check_dtype(c10::ScalarType dtype) {
+  std::string why = lowering::unsupported_dtype_reason(runtime::platform_name(), dtype);
+  TORCH_CHECK_TYPE(why.empty(), "torch_tpu: ", why);
+}
+
+c10::Device target_device(std::optional<c10::Device> device) {
+  int index = device && device->has_index() ? device->index() : runtime::current_device();
+  runtime::check_device(index);
+  return c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  c10::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  c10::DeviceGuard guard(target_device(device));
+  check_dtype(type);
+  return at::detail::empty_generic(size, tpu_allocator(), kTpuKeys, type, memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  c10::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  c10::DeviceGuard guard(target_device(device));
+  check_dtype(type);
+  return at::detail::empty_strided_generic(size, stride, tpu_allocator(), kTpuKeys, type);
+}
+
+// A contiguous CPU copy of a tpu tensor's elements (shape and dtype of `src`).
+at::Tensor to_cpu(const at::Tensor& src) {
+  at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
+  if (src.numel() == 0) return host;
+  StorageValue* value = storage_value(src.storage());
+  engine::BufferRef buffer;
+  bool direct = value->buffer && value->dtype == lowering::to_ir(src.scalar_type()) &&
+                src.storage_offset() == 0 && src.is_contiguous() && value->numel() == src.numel();
+  if (direct) {
+    buffer = value->buffer;
+  } else {
+    Program p("to_cpu", src.device().index());
+    ir::Value v = p.read(src);
+    buffer = p.run_for_result(v);
+  }
+  try {
+    engine::Runtime::get().download(*buffer, host.data_ptr(), host.nbytes());
+  } catch (const pjrt::Error& e) {
+    TORCH_CHECK(false, "torch_tpu: reading a tpu tensor of shape ", src.sizes(), " (", src.scalar_type(),
+                ") failed: ", e.what());
+  }
+  return host;
+}
+
+// Writes CPU data into a tpu tensor (broadcasting and converting as copy_ does).
+void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
+  at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  if (dst.numel() == 0) return;
+  int device = dst.device().index();
+  ir::DType dtype = lowering::to_ir(dst.scalar_type());
+  engine::BufferRef buffer;
+  try {
+    buffer = engine::Runtime::get().upload(host.data_ptr(), dtype, {host.numel()}, device);
+  } catch (const pjrt::Error& e) {
+    TORCH_CHECK(false, "torch_tpu: copying a tensor of shape ", dst.sizes(), " (", dst.scalar_type(),
+                ") to tpu failed: ", e.what());
+  }
+  StorageValue* value = storage_value(dst.storage());
+  bool whole = dst.storage_offset() == 0 && dst.is_contiguous() &&
+               static_cast<size_t>(dst.numel()) * dst.element_size() == dst.storage().nbytes();
+  if (whole) {  // the upload is the new storage value: no program needed
+    value->buffer = std::move(buffer);
+    value->dtype = dtype;
+    return;
+  }
+  Program p("copy_", device);
+  ir::Value v = p.bind(buffer, ir::Type{dtype, {dst.numel()}});
+  p.write(dst, ir::reshape(p.graph(), v, ir::Shape(dst.sizes().begin(), dst.sizes().end())));
+  p.run();
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  bool src_tpu = self.is_privateuseone(), dst_tpu = dst.is_privateuseone();
+  if (src_tpu && dst_tpu && self.device() == dst.device()) {
+    Program p("copy_", dst.device().index());
+    ir::Value v = p.read(self);
+    p.write(dst, ir::broadcast_to(p.graph(), v, ir::Shape(dst.sizes().begin(), dst.sizes().end())));
+    p.run();
+  } else if (src_tpu) {
+    at::Tensor host = to_cpu(self);
+    if (dst_tpu)
+      from_cpu(host, dst);  // between two tpu devices, staged through the host
+    else
+      dst.copy_(host);
+  } else {
+    from_cpu(self, dst);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::native::resize_output(dst, self.sizes());
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) { return to_cpu(self).item(); }
+
+}  // namespace
+
+// Gives a tpu storage a new size in bytes, keeping its content (as far as it fits).
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
+  StorageValue* old_value = storage_value(storage);
+  c10::DeviceGuard guard(storage.device());
+  c10::DataPtr fresh = tpu_allocator()->allocate(nbytes);
+  auto* value = static_cast<StorageValue*>(fresh.get_context());
+  if (old_value != nullptr && old_value->buffer) {
+    // Content is kept byte-wise: reinterpret as bytes and pad.
+    Program p("resize_", old_value->device);
+    ir::Value old = p.bind(old_value->buffer, ir::Type{old_value->dtype, {old_value->numel()}});
+    ir::Value bytes = lowering::reinterpret(p.graph(), old, ir::DType::U8);
+    int64_t have = p.graph().type(bytes).shape[0], want = static_cast<int64_t>(nbytes);
+    ir::Value resized = want >= have ? ir::pad(p.graph(), bytes, ir::constant(p.graph(), ir::DType::U8, 0), {0},
+                                               {want - have})
+                                     : ir::slice(p.graph(), bytes, {0}, {want});
+    if (value != nullptr) {
+      value->buffer = p.run_for_result(resized);
+      value->dtype = ir::DType::U8;
+    }
+  }
+  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
+  storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
+}
+
+namespace {
+
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size_sym,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  auto size = C10_AS_INTARRAYREF_SLOW(size_sym);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  if (memory_format) impl->empty_tensor_restride(*memory_format);
+  size_t needed = at::detail::computeStorageNbytes(size, impl->strides(), self.element_size(),
+                                                   impl->storage_offset());
+  if (needed > self.storage().nbytes()) resize_storage_bytes(self.storage(), needed);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
+                        c10::IntArrayRef stride) {
+  TORCH_CHECK(source.device().type() == c10::DeviceType::PrivateUse1,
+              "set_: expected a tpu storage, got one on ", source.device());
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(offset);
+  std::vector<int64_t> strides = stride.vec();
+  if (stride.data() == nullptr) {
+    auto contiguous = c10::contiguous_strides(size);
+    strides.assign(contiguous.begin(), contiguous.end());
+  }
+  impl->set_sizes_and_strides(size, strides);
+  size_t needed = at::detail::computeStorageNbytes(size, strides, self.element_size(), offset);
+  if (needed > self.storage().nbytes()) resize_storage_bytes(self.storage(), needed);
+  return self;
+}
+
+at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, c10::SymInt offset,
+                                      c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return set_storage(self, std::move(source), offset.expect_int(), C10_AS_INTARRAYREF_SLOW(size),
+                     C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t elements = static_cast<int64_t>(source.nbytes()) / static_cast<int64_t>(self.element_size());
+  return set_storage(self, std::move(source), 0, {elements}, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return set_storage(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, tpu_allocator(), true);
+  return set_storage(self, std::move(storage), 0, {0}, {});
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+  // Views share the storage; only metadata changes (the CPU implementations).
+  m.impl("view", at::native::view);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
+}
+
+}  // namespace tpu::aten

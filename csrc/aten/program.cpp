@@ -1,0 +1,210 @@
+#include "aten/program.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <list>
+#include <mutex>
+
+#include "engine/runtime.h"
+#include "ir/ops.h"
+#include "lowering/types.h"
+#include "lowering/view.h"
+
+namespace tpu::aten {
+namespace {
+
+// Device buffers of recently used scalars: most scalars (1, 0, a learning
+// rate) repeat, and an upload costs more than a lookup.
+class ScalarBufferCache {
+ public:
+  engine::BufferRef get(int device, ir::DType dtype, const void* bytes) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, bytes, ir::byte_width(dtype));
+    Key key{device, dtype, bits};
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = map_.find(key);
+    if (it != map_.end()) return it->second;
+    if (map_.size() >= 4096) map_.clear();
+    auto buffer = engine::Runtime::get().upload(bytes, dtype, {}, device);
+    map_.emplace(key, buffer);
+    return buffer;
+  }
+
+ private:
+  struct Key {
+    int device;
+    ir::DType dtype;
+    uint64_t bits;
+    bool operator==(const Key& o) const { return device == o.device && dtype == o.dtype && bits == o.bits; }
+  };
+  struct Hash {
+    size_t operator()(const Key& k) const {
+      return std::hash<uint64_t>()(k.bits) ^ (static_cast<size_t>(k.dtype) << 48) ^ (size_t(k.device) << 56);
+    }
+  };
+  std::mutex mutex_;
+  std::unordered_map<Key, engine::BufferRef, Hash> map_;
+};
+
+ScalarBufferCache& scalar_cache() {
+  static auto* cache = new ScalarBufferCache();
+  return *cache;
+}
+
+// Host bytes of `s` as `dtype`.
+void scalar_bytes(const c10::Scalar& s, ir::DType dtype, void* out) {
+  switch (dtype) {
+    case ir::DType::Pred: { bool v = s.toBool(); std::memcpy(out, &v, 1); break; }
+    case ir::DType::S8: { int8_t v = s.toChar(); std::memcpy(out, &v, 1); break; }
+    case ir::DType::U8: { uint8_t v = s.toByte(); std::memcpy(out, &v, 1); break; }
+    case ir::DType::S16: { int16_t v = s.toShort(); std::memcpy(out, &v, 2); break; }
+    case ir::DType::S32: { int32_t v = s.toInt(); std::memcpy(out, &v, 4); break; }
+    case ir::DType::S64: { int64_t v = s.toLong(); std::memcpy(out, &v, 8); break; }
+    case ir::DType::U16: { uint16_t v = s.toUInt16(); std::memcpy(out, &v, 2); break; }
+    case ir::DType::U32: { uint32_t v = s.toUInt32(); std::memcpy(out, &v, 4); break; }
+    case ir::DType::U64: { uint64_t v = s.toUInt64(); std::memcpy(out, &v, 8); break; }
+    case ir::DType::F16: { c10::Half v = s.toHalf(); std::memcpy(out, &v, 2); break; }
+    case ir::DType::BF16: { c10::BFloat16 v = s.toBFloat16(); std::memcpy(out, &v, 2); break; }
+    case ir::DType::F32: { float v = s.toFloat(); std::memcpy(out, &v, 4); break; }
+    case ir::DType::F64: { double v = s.toDouble(); std::memcpy(out, &v, 8); break; }
+  }
+}
+
+std::string shape_string(at::IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+  return s + "]";
+}
+
+bool covers_whole_storage(const at::Tensor& t) {
+  return t.storage_offset() == 0 && t.is_contiguous() &&
+         static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
+}
+
+}  // namespace
+
+int device_of(std::initializer_list<const at::Tensor*> tensors) {
+  for (const at::Tensor* t : tensors)
+    if (t->defined() && t->device().type() == c10::DeviceType::PrivateUse1) return t->device().index();
+  TORCH_INTERNAL_ASSERT(false, "torch_tpu: op without a tpu operand dispatched to tpu");
+}
+
+Program::Program(const char* op_name, int device) : op_name_(op_name), device_(device) {}
+
+void Program::check_device(const at::Tensor& t) const {
+  bool same = t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device_;
+  TORCH_CHECK(same, "Expected all tensors to be on the same device, but found at least two devices, tpu:", device_,
+              " and ", t.device(), "! (while checking arguments for ", op_name_, ")");
+}
+
+ir::Value Program::bind(const engine::BufferRef& buffer, const ir::Type& type) {
+  arguments_.push_back(buffer);
+  return graph_.parameter(type);
+}
+
+ir::Value Program::scalar(const c10::Scalar& s, ir::DType dtype) {
+  unsigned char bytes[8] = {0};
+  scalar_bytes(s, dtype, bytes);
+  return bind(scalar_cache().get(device_, dtype, bytes), ir::Type{dtype, {}});
+}
+
+Program::StorageState& Program::state_for(const at::Tensor& t) {
+  StorageValue* value = storage_value(t.storage());
+  TORCH_INTERNAL_ASSERT(value != nullptr, "tpu tensor without a tpu storage");
+  auto it = storage_index_.find(value);
+  if (it != storage_index_.end()) return storages_[it->second];
+  StorageState state{t.storage(), value, {}, false};
+  if (value->buffer) {
+    state.current = bind(value->buffer, ir::Type{value->dtype, {value->numel()}});
+  } else {  // never written: any content is valid, zeros are deterministic
+    ir::DType dtype = lowering::to_ir(t.scalar_type());
+    value->dtype = value->nbytes % ir::byte_width(dtype) == 0 ? dtype : ir::DType::U8;
+    state.current = ir::full(graph_, value->dtype, 0, {value->numel()});
+  }
+  storage_index_[value] = storages_.size();
+  storages_.push_back(std::move(state));
+  return storages_.back();
+}
+
+std::optional<ir::Value> Program::dynamic_offset(const at::Tensor& t) {
+  if (t.storage_offset() == 0) return std::nullopt;
+  return scalar(c10::Scalar(static_cast<int64_t>(t.storage_offset())), ir::DType::S64);
+}
+
+ir::Value Program::read(const at::Tensor& t) {
+  ir::DType dtype = lowering::to_ir(t.scalar_type());
+  if (!operands_.empty()) operands_ += ", ";
+  operands_ += shape_string(t.sizes()) + " " + c10::toString(t.scalar_type());
+  if (!t.is_privateuseone()) operands_ += " on " + t.device().str();
+  if (t.device().is_cpu() && t.dim() == 0) return scalar(t.item(), dtype);
+  check_device(t);
+  ir::Shape sizes(t.sizes().begin(), t.sizes().end());
+  if (t.numel() == 0) return ir::full(graph_, dtype, 0, sizes);
+  StorageState& state = state_for(t);
+  ir::Value storage = lowering::reinterpret(graph_, state.current, dtype);
+  lowering::StridedView view{sizes, std::vector<int64_t>(t.strides().begin(), t.strides().end()),
+                             t.storage_offset()};
+  return lowering::read_strided(graph_, storage, view, dynamic_offset(t));
+}
+
+void Program::write(const at::Tensor& dst, ir::Value v) {
+  check_device(dst);
+  ir::DType dtype = lowering::to_ir(dst.scalar_type());
+  ir::Shape sizes(dst.sizes().begin(), dst.sizes().end());
+  TORCH_INTERNAL_ASSERT(graph_.type(v).shape == sizes, op_name_, ": result shape mismatch, expected ",
+                        shape_string(dst.sizes()));
+  if (dst.numel() == 0) return;
+  TORCH_CHECK(at::has_internal_overlap(dst) != at::MemOverlap::Yes, op_name_,
+              ": unsupported operation: more than one element of the written-to tensor refers to a single "
+              "memory location. Please clone() the tensor before performing the operation.");
+  v = ir::convert(graph_, v, dtype);
+  if (covers_whole_storage(dst)) {
+    StorageValue* value = storage_value(dst.storage());
+    auto it = storage_index_.find(value);
+    if (it == storage_index_.end()) {  // old content not needed: no parameter
+      storage_index_[value] = storages_.size();
+      storages_.push_back(StorageState{dst.storage(), value, {}, false});
+      it = storage_index_.find(value);
+    }
+    StorageState& state = storages_[it->second];
+    state.current = ir::reshape(graph_, v, {dst.numel()});
+    state.written = true;
+    return;
+  }
+  StorageState& state = state_for(dst);
+  ir::Value storage = lowering::reinterpret(graph_, state.current, dtype);
+  lowering::StridedView view{sizes, std::vector<int64_t>(dst.strides().begin(), dst.strides().end()),
+                             dst.storage_offset()};
+  state.current = lowering::write_strided(graph_, storage, v, view, dynamic_offset(dst));
+  state.written = true;
+}
+
+std::vector<engine::BufferRef> Program::run() {
+  std::vector<StorageState*> written;
+  for (auto& s : storages_) {
+    if (!s.written) continue;
+    graph_.add_output(s.current);
+    written.push_back(&s);
+  }
+  for (ir::Value v : results_) graph_.add_output(v);
+  if (graph_.num_outputs() == 0) return {};
+  std::vector<PJRT_Buffer*> args;
+  args.reserve(arguments_.size());
+  for (auto& b : arguments_) args.push_back(b->raw());
+  std::vector<engine::BufferRef> outputs;
+  try {
+    outputs = engine::Runtime::get().execute(graph_, args, device_);
+  } catch (const pjrt::Error& e) {
+    TORCH_CHECK(false, "torch_tpu: ", op_name_, "(", operands_, ") failed: ", e.what());
+  }
+  for (size_t i = 0; i < written.size(); ++i) {
+    StorageValue* value = written[i]->value;
+    value->buffer = std::move(outputs[i]);
+    value->dtype = graph_.type(written[i]->current).dtype;
+  }
+  return std::vector<engine::BufferRef>(outputs.begin() + written.size(), outputs.end());
+}
+
+}  // namespace tpu::aten

@@ -1,0 +1,67 @@
+// One op's program: reads tpu tensors (through their views) into IR values,
+// writes IR values back into tensors (through their views), then compiles or
+// finds the program in the cache and launches it asynchronously.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <unordered_map>
+#include <vector>
+
+#include "aten/storage.h"
+#include "ir/graph.h"
+
+namespace tpu::aten {
+
+class Program {
+ public:
+  // `device` is the tpu device every tensor operand must be on.
+  Program(const char* op_name, int device);
+
+  ir::Graph& graph() { return graph_; }
+  int device() const { return device_; }
+
+  // The value of `t` (its shape and dtype). A 0-dim CPU tensor is accepted as a
+  // scalar, as on CUDA; any other CPU tensor is a device mismatch error.
+  ir::Value read(const at::Tensor& t);
+  // A runtime scalar parameter: changing values do not recompile.
+  ir::Value scalar(const c10::Scalar& s, ir::DType dtype);
+  // Writes `v` (shape dst.sizes(), converted to dst's dtype) through dst's view.
+  void write(const at::Tensor& dst, ir::Value v);
+  // Binds a device buffer as a program input.
+  ir::Value bind(const engine::BufferRef& buffer, const ir::Type& type);
+  // Asks for `v` as a fresh buffer from run(), beside the storage writes.
+  void add_result(ir::Value v) { results_.push_back(v); }
+  // Compiles/looks up and launches the program; binds written storages and
+  // returns the buffers asked for with add_result().
+  std::vector<engine::BufferRef> run();
+  engine::BufferRef run_for_result(ir::Value v) {
+    add_result(v);
+    return run().at(0);
+  }
+
+ private:
+  struct StorageState {
+    c10::Storage storage;   // keeps the storage alive while the program is built
+    StorageValue* value;
+    ir::Value current;      // the storage's value as of now in the program
+    bool written = false;
+  };
+  StorageState& state_for(const at::Tensor& t);
+  std::optional<ir::Value> dynamic_offset(const at::Tensor& t);
+  void check_device(const at::Tensor& t) const;
+
+  const char* op_name_;
+  int device_;
+  ir::Graph graph_;
+  std::vector<engine::BufferRef> arguments_;
+  std::vector<ir::Value> results_;
+  std::string operands_;  // "shape dtype" of each operand read, for error messages
+  std::vector<StorageState> storages_;
+  std::unordered_map<StorageValue*, size_t> storage_index_;
+};
+
+// Device of a tpu tensor operand set (the first tpu tensor's device).
+int device_of(std::initializer_list<const at::Tensor*> tensors);
+
+}  // namespace tpu::aten

@@ -1,0 +1,99 @@
+#include "aten/storage.h"
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include <array>
+#include <atomic>
+
+#include "runtime/device.h"
+
+namespace tpu::aten {
+namespace {
+
+constexpr int kMaxDevices = 64;
+// Each device owns a 2^40-byte slice of a private address range, so the
+// device of a data pointer can be recovered and storages never alias.
+constexpr uintptr_t kAddressBase = uintptr_t(0x5a) << 40;
+constexpr int kDeviceShift = 40;
+
+struct DeviceCounters {
+  std::atomic<uintptr_t> next_address{0};
+  std::atomic<int64_t> allocated{0};
+  std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> allocations{0};
+};
+std::array<DeviceCounters, kMaxDevices> g_devices;
+
+void on_free(void* ctx) {
+  auto* value = static_cast<StorageValue*>(ctx);
+  g_devices[value->device].allocated -= static_cast<int64_t>(value->nbytes);
+  delete value;
+}
+
+class TpuAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    int device = runtime::current_device();
+    c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
+    if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &c10::detail::deleteNothing, where);
+    runtime::check_device(device);
+    auto& counters = g_devices[device];
+    uintptr_t rounded = (nbytes + 511) & ~uintptr_t(511);
+    uintptr_t address = kAddressBase + (uintptr_t(device) << kDeviceShift) +
+                        counters.next_address.fetch_add(rounded + 512);
+    int64_t now = counters.allocated += static_cast<int64_t>(nbytes);
+    ++counters.allocations;
+    int64_t peak = counters.peak.load();
+    while (now > peak && !counters.peak.compare_exchange_weak(peak, now)) {
+    }
+    auto* value = new StorageValue();
+    value->nbytes = nbytes;
+    value->device = device;
+    return c10::DataPtr(reinterpret_cast<void*>(address), value, &on_free, where);
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+  void copy_data(void*, const void*, std::size_t) const override {
+    TORCH_CHECK(false, "torch_tpu: tpu memory cannot be copied byte-wise on the host; use Tensor.copy_");
+  }
+
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t) override {}
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    c10::CachingDeviceAllocator::DeviceStats stats;
+    auto& counters = g_devices.at(device);
+    auto& bytes = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+    bytes.current = counters.allocated;
+    bytes.peak = counters.peak;
+    stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)] = bytes;
+    stats.active_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)] = bytes;
+    stats.allocation[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].allocated =
+        counters.allocations;
+    return stats;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex) override {}
+  void resetPeakStats(c10::DeviceIndex device) override { reset_peak_memory(device); }
+};
+
+TpuAllocator g_allocator;
+
+}  // namespace
+
+StorageValue* storage_value(const c10::Storage& storage) {
+  const c10::DataPtr& ptr = storage.data_ptr();
+  if (ptr.get_deleter() != &on_free) return nullptr;
+  return static_cast<StorageValue*>(ptr.get_context());
+}
+
+c10::Allocator* tpu_allocator() { return &g_allocator; }
+
+int64_t memory_allocated(int device) { return g_devices.at(device).allocated; }
+int64_t max_memory_allocated(int device) { return g_devices.at(device).peak; }
+void reset_peak_memory(int device) { g_devices.at(device).peak = g_devices.at(device).allocated.load(); }
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
+
+}  // namespace tpu::aten

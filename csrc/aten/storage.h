@@ -1,0 +1,29 @@
+// tpu storages: a stable fake address (never dereferenced) plus a device value.
+#pragma once
+
+#include <c10/core/Allocator.h>
+#include <c10/core/Storage.h>
+
+#include "engine/runtime.h"
+#include "ir/graph.h"
+
+namespace tpu::aten {
+
+// What a tpu storage holds; owned by the storage's DataPtr context.
+struct StorageValue {
+  engine::BufferRef buffer;           // null until first written
+  ir::DType dtype = ir::DType::U8;    // element type of `buffer`
+  size_t nbytes = 0;
+  int device = 0;
+  int64_t numel() const { return static_cast<int64_t>(nbytes) / ir::byte_width(dtype); }
+};
+
+// nullptr for a zero-byte storage.
+StorageValue* storage_value(const c10::Storage& storage);
+c10::Allocator* tpu_allocator();
+
+int64_t memory_allocated(int device);
+int64_t max_memory_allocated(int device);
+void reset_peak_memory(int device);
+
+}  // namespace tpu::aten

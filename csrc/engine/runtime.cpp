@@ -1,0 +1,185 @@
+#include "engine/runtime.h"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "engine/metrics.h"
+
+namespace tpu::engine {
+namespace {
+
+std::mutex g_init_mutex;
+std::string g_plugin_path;
+std::string g_selected_by = "TORCH_TPU_PLUGIN";
+Runtime* g_runtime = nullptr;
+std::string g_init_error;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+pjrt::ElementType element_type(ir::DType dtype) {
+  using E = pjrt::ElementType;
+  switch (dtype) {
+    case ir::DType::Pred: return E::Pred;
+    case ir::DType::S8: return E::S8;
+    case ir::DType::S16: return E::S16;
+    case ir::DType::S32: return E::S32;
+    case ir::DType::S64: return E::S64;
+    case ir::DType::U8: return E::U8;
+    case ir::DType::U16: return E::U16;
+    case ir::DType::U32: return E::U32;
+    case ir::DType::U64: return E::U64;
+    case ir::DType::F16: return E::F16;
+    case ir::DType::BF16: return E::BF16;
+    case ir::DType::F32: return E::F32;
+    case ir::DType::F64: return E::F64;
+  }
+  return E::Invalid;
+}
+
+void Runtime::set_plugin_path(const std::string& path, const std::string& selected_by) {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  if (g_runtime != nullptr) return;  // already running on a plugin
+  g_plugin_path = path;
+  g_selected_by = selected_by;
+  g_init_error.clear();
+}
+
+bool Runtime::initialized() {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  return g_runtime != nullptr;
+}
+
+Runtime& Runtime::get() {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  if (g_runtime != nullptr) return *g_runtime;
+  if (!g_init_error.empty()) throw pjrt::Error(g_init_error, 9);
+  if (g_plugin_path.empty()) {
+    g_init_error = "torch_tpu: no PJRT plugin found (" + g_selected_by +
+                   "). Install the XLA:CPU plugin (pip install xla-cpu-pjrt), libtpu on a TPU VM, or set "
+                   "TORCH_TPU_PLUGIN=cpu|cuda|tpu|/path/to/plugin.so";
+    throw pjrt::Error(g_init_error, 5);
+  }
+  try {
+    auto plugin = pjrt::Plugin::load(g_plugin_path);
+    auto client = pjrt::Client::create(plugin);
+    if (client->devices().empty()) throw pjrt::Error("the plugin reports no addressable devices", 5);
+    // Leaked on purpose: PJRT plugins do not tolerate teardown during interpreter exit.
+    g_runtime = new Runtime(std::move(client));
+  } catch (const pjrt::Error& e) {
+    g_init_error = "torch_tpu: cannot start PJRT plugin '" + g_plugin_path + "' (selected by " + g_selected_by +
+                   "; set TORCH_TPU_PLUGIN=cpu|cuda|tpu|/path/to/plugin.so to choose another): " + e.what();
+    throw pjrt::Error(g_init_error, e.code());
+  }
+  return *g_runtime;
+}
+
+Runtime::Runtime(std::unique_ptr<pjrt::Client> client) : client_(std::move(client)) {}
+
+PJRT_Device* Runtime::device(int index) const {
+  const auto& devices = client_->devices();
+  if (index < 0 || index >= static_cast<int>(devices.size()))
+    throw pjrt::Error("tpu device index " + std::to_string(index) + " is out of range (device count " +
+                          std::to_string(devices.size()) + ")",
+                      3);
+  return devices[index].device;
+}
+
+std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph) {
+  std::string key = graph.key();
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) {
+    metrics().add("cache_hits");
+    return it->second;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::string text = graph.to_mlir();
+  std::shared_ptr<pjrt::Executable> exe;
+  try {
+    exe = client_->compile(text);
+  } catch (const pjrt::Error& e) {
+    if (std::getenv("TORCH_TPU_DUMP_FAILED_PROGRAMS") != nullptr)
+      throw pjrt::Error(std::string(e.what()) + "\nprogram:\n" + text, e.code());
+    throw;
+  }
+  metrics().add("compiles");
+  metrics().add("compile_seconds", seconds_since(t0));
+  cache_.emplace(std::move(key), exe);
+  return exe;
+}
+
+size_t Runtime::cache_size() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  return cache_.size();
+}
+
+std::vector<BufferRef> Runtime::execute(const ir::Graph& graph, const std::vector<PJRT_Buffer*>& args,
+                                        int device_index) {
+  auto exe = executable_for(graph);
+  auto t0 = std::chrono::steady_clock::now();
+  auto outputs = exe->execute(device(device_index), args);
+  metrics().add("executions");
+  metrics().add("execute_seconds", seconds_since(t0));
+  std::vector<BufferRef> result;
+  result.reserve(outputs.size());
+  for (auto& b : outputs) result.emplace_back(std::move(b));
+  if (!result.empty()) {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    if (pending_.size() >= 4096) {  // forget outputs that nobody can observe any more
+      std::vector<std::weak_ptr<pjrt::Buffer>> live;
+      for (auto& w : pending_)
+        if (!w.expired()) live.push_back(std::move(w));
+      pending_.swap(live);
+    }
+    pending_.push_back(result.back());
+  }
+  return result;
+}
+
+BufferRef Runtime::upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device_index) {
+  auto buffer = client_->buffer_from_host(data, element_type(dtype), shape, device(device_index));
+  metrics().add("host_to_device_transfers");
+  metrics().add("host_to_device_bytes", static_cast<double>(ir::numel(shape) * ir::byte_width(dtype)));
+  return BufferRef(std::move(buffer));
+}
+
+void Runtime::download(const pjrt::Buffer& buffer, void* dst, size_t nbytes) {
+  buffer.to_host(dst, nbytes);
+  metrics().add("device_to_host_transfers");
+  metrics().add("device_to_host_bytes", static_cast<double>(nbytes));
+}
+
+std::shared_ptr<Marker> Runtime::mark() {
+  auto marker = std::make_shared<Marker>();
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  marker->outputs = pending_;
+  return marker;
+}
+
+bool Marker::ready() const {
+  for (auto& w : outputs)
+    if (BufferRef b = w.lock())
+      if (!b->ready_event()->is_ready()) return false;
+  return true;
+}
+
+void Marker::wait() const {
+  for (auto& w : outputs)
+    if (BufferRef b = w.lock()) b->ready_event()->await();
+}
+
+void Runtime::synchronize() {
+  std::vector<std::weak_ptr<pjrt::Buffer>> pending;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending.swap(pending_);
+  }
+  for (auto& w : pending)
+    if (BufferRef b = w.lock()) b->ready_event()->await();
+}
+
+}  // namespace tpu::engine

@@ -1,0 +1,59 @@
+// The device runtime: one PJRT client, its devices, the compilation cache and
+// program execution. Knows IR and PJRT, nothing of torch.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+#include "pjrt/pjrt.h"
+
+namespace tpu::engine {
+
+using BufferRef = std::shared_ptr<pjrt::Buffer>;
+
+pjrt::ElementType element_type(ir::DType dtype);
+
+// The work launched up to some point (for stream/event queries).
+struct Marker {
+  std::vector<std::weak_ptr<pjrt::Buffer>> outputs;
+  bool ready() const;
+  void wait() const;
+};
+
+class Runtime {
+ public:
+  // The process-wide runtime; created on first use from the plugin path given
+  // to set_plugin_path(). Throws pjrt::Error if the plugin cannot be used.
+  static Runtime& get();
+  static bool initialized();
+  static void set_plugin_path(const std::string& path, const std::string& selected_by);
+
+  const pjrt::Client& client() const { return *client_; }
+  int device_count() const { return static_cast<int>(client_->devices().size()); }
+  PJRT_Device* device(int index) const;
+
+  // Compiles (or finds in the cache) and launches `graph` asynchronously.
+  std::vector<BufferRef> execute(const ir::Graph& graph, const std::vector<PJRT_Buffer*>& args, int device);
+  BufferRef upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device);
+  void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes);
+  void synchronize();  // waits for everything launched so far
+  std::shared_ptr<Marker> mark();
+
+  size_t cache_size() const;
+
+ private:
+  explicit Runtime(std::unique_ptr<pjrt::Client> client);
+  std::shared_ptr<pjrt::Executable> executable_for(const ir::Graph& graph);
+
+  std::unique_ptr<pjrt::Client> client_;
+  mutable std::mutex cache_mutex_;
+  std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> cache_;
+  std::mutex pending_mutex_;
+  std::vector<std::weak_ptr<pjrt::Buffer>> pending_;  // outputs of launches not yet synchronized
+};
+
+}  // namespace tpu::engine

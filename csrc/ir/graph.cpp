@@ -1,0 +1,195 @@
+#include "ir/graph.h"
+
+#include <stdexcept>
+
+namespace tpu::ir {
+
+const char* mlir_name(DType dtype) {
+  switch (dtype) {
+    case DType::Pred: return "i1";
+    case DType::S8: return "i8";
+    case DType::S16: return "i16";
+    case DType::S32: return "i32";
+    case DType::S64: return "i64";
+    case DType::U8: return "ui8";
+    case DType::U16: return "ui16";
+    case DType::U32: return "ui32";
+    case DType::U64: return "ui64";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::F32: return "f32";
+    case DType::F64: return "f64";
+  }
+  return "?";
+}
+
+int byte_width(DType dtype) {
+  switch (dtype) {
+    case DType::Pred: case DType::S8: case DType::U8: return 1;
+    case DType::S16: case DType::U16: case DType::F16: case DType::BF16: return 2;
+    case DType::S32: case DType::U32: case DType::F32: return 4;
+    case DType::S64: case DType::U64: case DType::F64: return 8;
+  }
+  return 0;
+}
+
+bool is_floating(DType d) {
+  return d == DType::F16 || d == DType::BF16 || d == DType::F32 || d == DType::F64;
+}
+
+bool is_unsigned(DType d) {
+  return d == DType::U8 || d == DType::U16 || d == DType::U32 || d == DType::U64;
+}
+
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+std::string Type::mlir() const {
+  std::string s = "tensor<";
+  for (int64_t d : shape) {
+    s += std::to_string(d);
+    s += 'x';
+  }
+  s += mlir_name(dtype);
+  s += '>';
+  return s;
+}
+
+Value Graph::parameter(Type type) {
+  nodes_.push_back(Node{nullptr, {}, std::move(type), {}, Combiner::None});
+  ++num_parameters_;
+  return Value{static_cast<int>(nodes_.size()) - 1};
+}
+
+Value Graph::add(const char* op, std::vector<Value> operands, Type type,
+                 std::string attrs, Combiner combiner) {
+  Node node{op, {}, std::move(type), std::move(attrs), combiner};
+  node.operands.reserve(operands.size());
+  for (Value v : operands) {
+    if (v.id < 0 || v.id >= static_cast<int>(nodes_.size()))
+      throw std::logic_error(std::string("ir: invalid operand for ") + op);
+    node.operands.push_back(v.id);
+  }
+  nodes_.push_back(std::move(node));
+  return Value{static_cast<int>(nodes_.size()) - 1};
+}
+
+std::string Graph::key() const {
+  std::string k;
+  k.reserve(nodes_.size() * 48);
+  for (const Node& n : nodes_) {
+    k += n.op ? n.op : "P";
+    k += '(';
+    for (int o : n.operands) {
+      k += std::to_string(o);
+      k += ',';
+    }
+    k += ')';
+    k += static_cast<char>('A' + static_cast<int>(n.type.dtype));
+    for (int64_t d : n.type.shape) {
+      k += std::to_string(d);
+      k += 'x';
+    }
+    if (!n.attrs.empty()) {
+      k += '{';
+      k += n.attrs;
+      k += '}';
+    }
+    if (n.combiner != Combiner::None) k += static_cast<char>('0' + static_cast<int>(n.combiner));
+    k += ';';
+  }
+  k += "->";
+  for (int o : outputs_) {
+    k += std::to_string(o);
+    k += ',';
+  }
+  return k;
+}
+
+namespace {
+
+const char* combiner_op(Combiner c) {
+  switch (c) {
+    case Combiner::Add: return "stablehlo.add";
+    case Combiner::Mul: return "stablehlo.multiply";
+    case Combiner::Max: return "stablehlo.maximum";
+    case Combiner::Min: return "stablehlo.minimum";
+    case Combiner::And: return "stablehlo.and";
+    case Combiner::Or: return "stablehlo.or";
+    default: return nullptr;
+  }
+}
+
+std::string name_of(const std::vector<Node>& nodes, int id, const std::vector<int>& param_index) {
+  if (nodes[id].op == nullptr) return "%arg" + std::to_string(param_index[id]);
+  return "%" + std::to_string(id);
+}
+
+}  // namespace
+
+std::string Graph::to_mlir() const {
+  std::vector<int> param_index(nodes_.size(), -1);
+  std::string out = "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
+  out += "  func.func public @main(";
+  int p = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].op != nullptr) continue;
+    param_index[i] = p;
+    if (p > 0) out += ", ";
+    out += "%arg" + std::to_string(p) + ": " + nodes_[i].type.mlir();
+    ++p;
+  }
+  out += ") -> (";
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (i) out += ", ";
+    out += nodes_[outputs_[i]].type.mlir();
+  }
+  out += ") {\n";
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (n.op == nullptr) continue;
+    out += "    %" + std::to_string(i) + " = \"" + n.op + "\"(";
+    for (size_t j = 0; j < n.operands.size(); ++j) {
+      if (j) out += ", ";
+      out += name_of(nodes_, n.operands[j], param_index);
+    }
+    out += ")";
+    if (n.combiner != Combiner::None) {
+      // Region over scalars of the first operand's element type.
+      std::string scalar = Type{nodes_[n.operands[0]].type.dtype, {}}.mlir();
+      out += " ({\n    ^bb0(%lhs: " + scalar + ", %rhs: " + scalar + "):\n";
+      if (n.combiner == Combiner::Replace) {
+        out += "      \"stablehlo.return\"(%rhs) : (" + scalar + ") -> ()\n";
+      } else {
+        out += std::string("      %r = \"") + combiner_op(n.combiner) + "\"(%lhs, %rhs) : (" + scalar +
+               ", " + scalar + ") -> " + scalar + "\n";
+        out += "      \"stablehlo.return\"(%r) : (" + scalar + ") -> ()\n";
+      }
+      out += "    })";
+    }
+    if (!n.attrs.empty()) out += " {" + n.attrs + "}";
+    out += " : (";
+    for (size_t j = 0; j < n.operands.size(); ++j) {
+      if (j) out += ", ";
+      out += nodes_[n.operands[j]].type.mlir();
+    }
+    out += ") -> " + n.type.mlir() + "\n";
+  }
+  out += "    \"func.return\"(";
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (i) out += ", ";
+    out += name_of(nodes_, outputs_[i], param_index);
+  }
+  out += ") : (";
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (i) out += ", ";
+    out += nodes_[outputs_[i]].type.mlir();
+  }
+  out += ") -> ()\n  }\n}\n";
+  return out;
+}
+
+}  // namespace tpu::ir

@@ -1,0 +1,71 @@
+// A small typed SSA graph of StableHLO operations and its text emitter.
+// Knows nothing of PJRT or torch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpu::ir {
+
+enum class DType : uint8_t {
+  Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64,
+};
+
+const char* mlir_name(DType dtype);  // "f32", "i1", "ui8", ...
+int byte_width(DType dtype);
+bool is_floating(DType dtype);
+bool is_unsigned(DType dtype);
+
+using Shape = std::vector<int64_t>;
+int64_t numel(const Shape& shape);
+
+struct Type {
+  DType dtype;
+  Shape shape;
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  bool operator==(const Type& o) const { return dtype == o.dtype && shape == o.shape; }
+  std::string mlir() const;  // "tensor<2x3xf32>"
+};
+
+struct Value {
+  int id = -1;
+  bool valid() const { return id >= 0; }
+};
+
+// The body of a reduce/scatter region: how two scalars combine.
+enum class Combiner : uint8_t { None, Add, Mul, Max, Min, And, Or, Replace };
+
+struct Node {
+  const char* op;  // "stablehlo.add"; nullptr for a parameter
+  std::vector<int> operands;
+  Type type;
+  std::string attrs;  // rendered attribute entries, without braces
+  Combiner combiner = Combiner::None;
+};
+
+class Graph {
+ public:
+  Value parameter(Type type);
+  Value add(const char* op, std::vector<Value> operands, Type type,
+            std::string attrs = {}, Combiner combiner = Combiner::None);
+  void add_output(Value v) { outputs_.push_back(v.id); }
+
+  const Type& type(Value v) const { return nodes_[v.id].type; }
+  size_t num_parameters() const { return num_parameters_; }
+  size_t num_outputs() const { return outputs_.size(); }
+  const std::vector<int>& outputs() const { return outputs_; }
+  size_t size() const { return nodes_.size(); }
+
+  // Structural identity: equal keys <=> identical programs.
+  std::string key() const;
+  // The program as a StableHLO module (MLIR text), entry function @main.
+  std::string to_mlir() const;
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<int> outputs_;
+  size_t num_parameters_ = 0;
+};
+
+}  // namespace tpu::ir

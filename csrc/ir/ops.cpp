@@ -1,0 +1,285 @@
+#include "ir/ops.h"
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace tpu::ir {
+namespace {
+
+std::string i64_array(const Dims& v) {
+  std::string s = "array<i64";
+  for (size_t i = 0; i < v.size(); ++i) {
+    s += i ? ", " : ": ";
+    s += std::to_string(v[i]);
+  }
+  return s + ">";
+}
+
+std::string i64_list(const Dims& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(v[i]);
+  }
+  return s + "]";
+}
+
+uint16_t float_to_half_bits(float f);
+uint16_t float_to_bf16_bits(float f);
+
+std::string hex(uint64_t bits, int width_bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%0*llX", width_bytes * 2, static_cast<unsigned long long>(bits));
+  return buf;
+}
+
+// Renders a scalar in `dtype` for a dense<> attribute.
+std::string scalar_literal(DType dtype, double value) {
+  switch (dtype) {
+    case DType::Pred: return value != 0 ? "true" : "false";
+    case DType::F64: {
+      uint64_t bits;
+      std::memcpy(&bits, &value, 8);
+      return hex(bits, 8);
+    }
+    case DType::F32: {
+      float f = static_cast<float>(value);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      return hex(bits, 4);
+    }
+    case DType::F16: return hex(float_to_half_bits(static_cast<float>(value)), 2);
+    case DType::BF16: return hex(float_to_bf16_bits(static_cast<float>(value)), 2);
+    default: return std::to_string(static_cast<long long>(value));
+  }
+}
+
+uint16_t float_to_bf16_bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
+  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);     // round to nearest even
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+uint16_t float_to_half_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t mant = x & 0x007fffffu;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xffu);
+  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));
+  int32_t e = exp - 127 + 15;
+  if (e >= 0x1f) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
+  if (e <= 0) {                                                  // subnormal or zero
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x00800000u;
+    uint32_t shift = static_cast<uint32_t>(14 - e);
+    uint32_t half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1u);
+    uint32_t midpoint = 1u << (shift - 1);
+    if (rem > midpoint || (rem == midpoint && (half & 1u))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;  // may carry into exponent: correct
+  return static_cast<uint16_t>(half);
+}
+
+void require(bool ok, const char* what) {
+  if (!ok) throw std::invalid_argument(std::string("ir: ") + what);
+}
+
+}  // namespace
+
+Value constant(Graph& g, DType dtype, double value) {
+  Type t{dtype, {}};
+  return g.add("stablehlo.constant", {}, t, "value = dense<" + scalar_literal(dtype, value) + "> : " + t.mlir());
+}
+
+Value constant_int(Graph& g, DType dtype, int64_t value) {
+  Type t{dtype, {}};
+  std::string lit = dtype == DType::Pred ? (value ? "true" : "false") : std::to_string(value);
+  if (is_floating(dtype)) return constant(g, dtype, static_cast<double>(value));
+  return g.add("stablehlo.constant", {}, t, "value = dense<" + lit + "> : " + t.mlir());
+}
+
+Value full(Graph& g, DType dtype, double value, const Shape& shape) {
+  return broadcast_in_dim(g, constant(g, dtype, value), shape, {});
+}
+
+Value iota(Graph& g, DType dtype, const Shape& shape, int64_t dimension) {
+  return g.add("stablehlo.iota", {}, Type{dtype, shape}, "iota_dimension = " + std::to_string(dimension) + " : i64");
+}
+
+Value convert(Graph& g, Value x, DType dtype) {
+  const Type& t = g.type(x);
+  if (t.dtype == dtype) return x;
+  return g.add("stablehlo.convert", {x}, Type{dtype, t.shape});
+}
+
+Value bitcast_convert(Graph& g, Value x, DType dtype, const Shape& shape) {
+  return g.add("stablehlo.bitcast_convert", {x}, Type{dtype, shape});
+}
+
+Value reshape(Graph& g, Value x, const Shape& shape) {
+  const Type& t = g.type(x);
+  if (t.shape == shape) return x;
+  require(numel(t.shape) == numel(shape), "reshape changes the element count");
+  return g.add("stablehlo.reshape", {x}, Type{t.dtype, shape});
+}
+
+Value broadcast_in_dim(Graph& g, Value x, const Shape& shape, const Dims& dims) {
+  const Type& t = g.type(x);
+  if (t.shape == shape) return x;
+  require(static_cast<int64_t>(dims.size()) == t.rank(), "broadcast_in_dim rank");
+  return g.add("stablehlo.broadcast_in_dim", {x}, Type{t.dtype, shape},
+               "broadcast_dimensions = " + i64_array(dims));
+}
+
+Value broadcast_to(Graph& g, Value x, const Shape& shape) {
+  const Type& t = g.type(x);
+  if (t.shape == shape) return x;
+  int64_t offset = static_cast<int64_t>(shape.size()) - t.rank();
+  require(offset >= 0, "broadcast_to a lower rank");
+  Dims dims;
+  for (int64_t i = 0; i < t.rank(); ++i) dims.push_back(i + offset);
+  return broadcast_in_dim(g, x, shape, dims);
+}
+
+Value transpose(Graph& g, Value x, const Dims& perm) {
+  const Type& t = g.type(x);
+  bool identity = true;
+  Shape shape(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    shape[i] = t.shape[perm[i]];
+    identity = identity && perm[i] == static_cast<int64_t>(i);
+  }
+  if (identity) return x;
+  return g.add("stablehlo.transpose", {x}, Type{t.dtype, shape}, "permutation = " + i64_array(perm));
+}
+
+Value slice(Graph& g, Value x, const Dims& start, const Dims& limit, const Dims& strides_in) {
+  const Type& t = g.type(x);
+  Dims strides = strides_in.empty() ? Dims(start.size(), 1) : strides_in;
+  Shape shape(start.size());
+  bool whole = true;
+  for (size_t i = 0; i < start.size(); ++i) {
+    shape[i] = (limit[i] - start[i] + strides[i] - 1) / strides[i];
+    whole = whole && start[i] == 0 && limit[i] == t.shape[i] && strides[i] == 1;
+  }
+  if (whole) return x;
+  return g.add("stablehlo.slice", {x}, Type{t.dtype, shape},
+               "start_indices = " + i64_array(start) + ", limit_indices = " + i64_array(limit) +
+                   ", strides = " + i64_array(strides));
+}
+
+Value dynamic_slice(Graph& g, Value x, const std::vector<Value>& start, const Shape& sizes) {
+  std::vector<Value> operands{x};
+  operands.insert(operands.end(), start.begin(), start.end());
+  return g.add("stablehlo.dynamic_slice", operands, Type{g.type(x).dtype, sizes},
+               "slice_sizes = " + i64_array(sizes));
+}
+
+Value dynamic_update_slice(Graph& g, Value x, Value update, const std::vector<Value>& start) {
+  std::vector<Value> operands{x, update};
+  operands.insert(operands.end(), start.begin(), start.end());
+  return g.add("stablehlo.dynamic_update_slice", operands, g.type(x));
+}
+
+Value pad(Graph& g, Value x, Value padding_value, const Dims& low, const Dims& high) {
+  const Type& t = g.type(x);
+  Shape shape = t.shape;
+  for (size_t i = 0; i < shape.size(); ++i) shape[i] += low[i] + high[i];
+  return g.add("stablehlo.pad", {x, padding_value}, Type{t.dtype, shape},
+               "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " + i64_array(high) +
+                   ", interior_padding = " + i64_array(Dims(low.size(), 0)));
+}
+
+Value concatenate(Graph& g, const std::vector<Value>& xs, int64_t dimension) {
+  Type t = g.type(xs.at(0));
+  t.shape[dimension] = 0;
+  for (Value v : xs) t.shape[dimension] += g.type(v).shape[dimension];
+  return g.add("stablehlo.concatenate", xs, t, "dimension = " + std::to_string(dimension) + " : i64");
+}
+
+Value unary(Graph& g, const char* op, Value x) { return g.add(op, {x}, g.type(x)); }
+
+Value binary(Graph& g, const char* op, Value a, Value b) {
+  require(g.type(a) == g.type(b), "binary operands differ in type");
+  return g.add(op, {a, b}, g.type(a));
+}
+
+Value compare(Graph& g, Value a, Value b, Compare direction) {
+  static const char* names[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+  const Type& t = g.type(a);
+  require(t == g.type(b), "compare operands differ in type");
+  const char* kind = is_floating(t.dtype) ? "FLOAT"
+                     : (is_unsigned(t.dtype) || t.dtype == DType::Pred) ? "UNSIGNED"
+                                                                         : "SIGNED";
+  return g.add("stablehlo.compare", {a, b}, Type{DType::Pred, t.shape},
+               std::string("comparison_direction = #stablehlo<comparison_direction ") +
+                   names[static_cast<int>(direction)] + ">, compare_type = #stablehlo<comparison_type " + kind + ">");
+}
+
+Value select(Graph& g, Value pred, Value on_true, Value on_false) {
+  return g.add("stablehlo.select", {pred, on_true, on_false}, g.type(on_true));
+}
+
+Value reduce(Graph& g, Value x, Value init, const Dims& dims, Combiner combiner) {
+  const Type& t = g.type(x);
+  Shape shape;
+  for (int64_t i = 0; i < t.rank(); ++i) {
+    bool reduced = false;
+    for (int64_t d : dims) reduced = reduced || d == i;
+    if (!reduced) shape.push_back(t.shape[i]);
+  }
+  return g.add("stablehlo.reduce", {x, init}, Type{t.dtype, shape}, "dimensions = " + i64_array(dims), combiner);
+}
+
+Value dot_general(Graph& g, Value a, Value b, const Dims& batch_a, const Dims& batch_b,
+                  const Dims& contract_a, const Dims& contract_b, DType result_dtype) {
+  const Type& ta = g.type(a);
+  const Type& tb = g.type(b);
+  auto contains = [](const Dims& d, int64_t i) {
+    for (int64_t x : d) if (x == i) return true;
+    return false;
+  };
+  Shape shape;
+  for (int64_t d : batch_a) shape.push_back(ta.shape[d]);
+  for (int64_t i = 0; i < ta.rank(); ++i)
+    if (!contains(batch_a, i) && !contains(contract_a, i)) shape.push_back(ta.shape[i]);
+  for (int64_t i = 0; i < tb.rank(); ++i)
+    if (!contains(batch_b, i) && !contains(contract_b, i)) shape.push_back(tb.shape[i]);
+  std::string dn = "dot_dimension_numbers = #stablehlo.dot<";
+  if (!batch_a.empty()) {
+    dn += "lhs_batching_dimensions = " + i64_list(batch_a) + ", rhs_batching_dimensions = " + i64_list(batch_b) + ", ";
+  }
+  dn += "lhs_contracting_dimensions = " + i64_list(contract_a) +
+        ", rhs_contracting_dimensions = " + i64_list(contract_b) + ">";
+  // PyTorch computes float32 matmuls in full precision by default; ask every
+  // backend (TPUs default to bf16 passes) for the same.
+  dn += ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
+  return g.add("stablehlo.dot_general", {a, b}, Type{result_dtype, shape}, dn);
+}
+
+Value gather_1d(Graph& g, Value x, Value indices) {
+  const Type& ti = g.type(indices);
+  return g.add("stablehlo.gather", {x, indices}, Type{g.type(x).dtype, ti.shape},
+               "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], "
+               "index_vector_dim = " + std::to_string(ti.rank()) +
+                   ">, slice_sizes = array<i64: 1>, indices_are_sorted = false");
+}
+
+Value scatter_1d(Graph& g, Value x, Value indices, Value updates) {
+  const Type& ti = g.type(indices);
+  return g.add("stablehlo.scatter", {x, indices, updates}, g.type(x),
+               "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+               "scatter_dims_to_operand_dims = [0], index_vector_dim = " + std::to_string(ti.rank()) +
+                   ">, indices_are_sorted = false, unique_indices = false",
+               Combiner::Replace);
+}
+
+}  // namespace tpu::ir

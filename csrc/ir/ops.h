@@ -1,0 +1,50 @@
+// Typed builders for the StableHLO operations the lowerings use. Each one
+// computes its result type and renders its attributes in one place.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace tpu::ir {
+
+using Dims = std::vector<int64_t>;
+
+// Constants. Floating values are rendered exactly (hex bit patterns).
+Value constant(Graph& g, DType dtype, double value);
+Value constant_int(Graph& g, DType dtype, int64_t value);
+Value full(Graph& g, DType dtype, double value, const Shape& shape);
+Value iota(Graph& g, DType dtype, const Shape& shape, int64_t dimension);
+
+// Shape and layout.
+Value convert(Graph& g, Value x, DType dtype);
+Value bitcast_convert(Graph& g, Value x, DType dtype, const Shape& shape);
+Value reshape(Graph& g, Value x, const Shape& shape);
+Value broadcast_in_dim(Graph& g, Value x, const Shape& shape, const Dims& dims);
+// Numpy-style broadcast of `x` (trailing dimensions aligned) to `shape`.
+Value broadcast_to(Graph& g, Value x, const Shape& shape);
+Value transpose(Graph& g, Value x, const Dims& permutation);
+Value slice(Graph& g, Value x, const Dims& start, const Dims& limit, const Dims& strides = {});
+Value dynamic_slice(Graph& g, Value x, const std::vector<Value>& start, const Shape& sizes);
+Value dynamic_update_slice(Graph& g, Value x, Value update, const std::vector<Value>& start);
+Value pad(Graph& g, Value x, Value padding_value, const Dims& low, const Dims& high);
+Value concatenate(Graph& g, const std::vector<Value>& xs, int64_t dimension);
+
+// Elementwise.
+Value unary(Graph& g, const char* op, Value x);
+Value binary(Graph& g, const char* op, Value a, Value b);  // same shapes required
+enum class Compare { EQ, NE, LT, LE, GT, GE };
+Value compare(Graph& g, Value a, Value b, Compare direction);
+Value select(Graph& g, Value pred, Value on_true, Value on_false);
+
+// Reductions, contractions and indexing.
+Value reduce(Graph& g, Value x, Value init, const Dims& dims, Combiner combiner);
+Value dot_general(Graph& g, Value a, Value b, const Dims& batch_a, const Dims& batch_b,
+                  const Dims& contract_a, const Dims& contract_b, DType result_dtype);
+// out[i...] = x[indices[i...]] for a rank-1 x and an integer index tensor.
+Value gather_1d(Graph& g, Value x, Value indices);
+// x[indices[i...]] = updates[i...] (rank-1 x; a later duplicate index wins).
+Value scatter_1d(Graph& g, Value x, Value indices, Value updates);
+
+}  // namespace tpu::ir

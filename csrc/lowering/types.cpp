@@ -1,0 +1,66 @@
+#include "lowering/types.h"
+
+#include <c10/util/Exception.h>
+
+namespace tpu::lowering {
+
+bool has_ir_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::kBool: case c10::kByte: case c10::kChar: case c10::kShort: case c10::kInt:
+    case c10::kLong: case c10::kHalf: case c10::kBFloat16: case c10::kFloat: case c10::kDouble:
+    case c10::kUInt16: case c10::kUInt32: case c10::kUInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+ir::DType to_ir(c10::ScalarType type) {
+  switch (type) {
+    case c10::kBool: return ir::DType::Pred;
+    case c10::kByte: return ir::DType::U8;
+    case c10::kChar: return ir::DType::S8;
+    case c10::kShort: return ir::DType::S16;
+    case c10::kInt: return ir::DType::S32;
+    case c10::kLong: return ir::DType::S64;
+    case c10::kHalf: return ir::DType::F16;
+    case c10::kBFloat16: return ir::DType::BF16;
+    case c10::kFloat: return ir::DType::F32;
+    case c10::kDouble: return ir::DType::F64;
+    case c10::kUInt16: return ir::DType::U16;
+    case c10::kUInt32: return ir::DType::U32;
+    case c10::kUInt64: return ir::DType::U64;
+    default:
+      TORCH_CHECK_TYPE(false, "torch_tpu: dtype ", type, " is not supported on the tpu device");
+  }
+}
+
+c10::ScalarType to_aten(ir::DType type) {
+  switch (type) {
+    case ir::DType::Pred: return c10::kBool;
+    case ir::DType::U8: return c10::kByte;
+    case ir::DType::S8: return c10::kChar;
+    case ir::DType::S16: return c10::kShort;
+    case ir::DType::S32: return c10::kInt;
+    case ir::DType::S64: return c10::kLong;
+    case ir::DType::F16: return c10::kHalf;
+    case ir::DType::BF16: return c10::kBFloat16;
+    case ir::DType::F32: return c10::kFloat;
+    case ir::DType::F64: return c10::kDouble;
+    case ir::DType::U16: return c10::kUInt16;
+    case ir::DType::U32: return c10::kUInt32;
+    case ir::DType::U64: return c10::kUInt64;
+  }
+  return c10::kFloat;
+}
+
+std::string unsupported_dtype_reason(const std::string& platform, c10::ScalarType type) {
+  if (!has_ir_dtype(type))
+    return std::string("dtype ") + c10::toString(type) + " is not supported on the tpu device";
+  // TPUs have no 64-bit floating point; XLA would silently compute in f32.
+  if (platform == "tpu" && type == c10::kDouble)
+    return "float64 is not supported by TPU hardware (PJRT platform 'tpu'); use float32";
+  return {};
+}
+
+}  // namespace tpu::lowering

@@ -1,0 +1,179 @@
+#include "lowering/view.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "ir/ops.h"
+
+namespace tpu::lowering {
+namespace {
+
+using ir::Value;
+
+// How a strided view sits in its storage. When `chain` holds, the view is the
+// leading corner of a reshaped window of the storage: dims sorted by stride
+// each fit inside the next larger stride.
+struct Layout {
+  std::vector<int> real;   // dims with size > 1 and stride > 0, in view order
+  std::vector<int> order;  // the same dims by decreasing stride
+  bool chain = true;
+  bool broadcasts = false;  // some dim of size > 1 has stride 0
+  int64_t span = 1;         // elements from the first to the last one touched
+  int64_t total = 1;        // elements of the reshaped window (>= span)
+  ir::Shape container{1};
+};
+
+Layout analyze(const StridedView& v) {
+  Layout l;
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    if (v.sizes[d] <= 1) continue;
+    if (v.strides[d] == 0) {
+      l.broadcasts = true;
+      continue;
+    }
+    l.real.push_back(static_cast<int>(d));
+    l.span += (v.sizes[d] - 1) * v.strides[d];
+  }
+  l.order = l.real;
+  std::stable_sort(l.order.begin(), l.order.end(),
+                   [&](int a, int b) { return v.strides[a] > v.strides[b]; });
+  if (l.order.empty()) return l;
+  for (size_t k = 0; k + 1 < l.order.size(); ++k) {
+    int64_t outer = v.strides[l.order[k]], inner = v.strides[l.order[k + 1]];
+    if (outer % inner != 0 || outer < inner * v.sizes[l.order[k + 1]]) l.chain = false;
+  }
+  if (!l.chain) return l;
+  l.container.clear();
+  l.container.push_back(v.sizes[l.order[0]]);
+  for (size_t k = 1; k < l.order.size(); ++k)
+    l.container.push_back(v.strides[l.order[k - 1]] / v.strides[l.order[k]]);
+  l.container.push_back(v.strides[l.order.back()]);
+  l.total = v.sizes[l.order[0]] * v.strides[l.order[0]];
+  return l;
+}
+
+Value zero_index(ir::Graph& g) { return ir::constant_int(g, ir::DType::S64, 0); }
+
+Value offset_value(ir::Graph& g, const StridedView& v, std::optional<Value> dynamic_offset) {
+  return dynamic_offset ? *dynamic_offset : ir::constant_int(g, ir::DType::S64, v.offset);
+}
+
+// The storage elements [offset, offset + span), padded to `total`.
+Value window(ir::Graph& g, Value storage, const StridedView& v, const Layout& l,
+             std::optional<Value> dynamic_offset, bool* whole) {
+  int64_t n = g.type(storage).shape[0];
+  *whole = !dynamic_offset && v.offset == 0 && l.span == n;
+  Value w = storage;
+  if (!*whole) {
+    if (dynamic_offset)
+      w = ir::dynamic_slice(g, storage, {*dynamic_offset}, {l.span});
+    else
+      w = ir::slice(g, storage, {v.offset}, {v.offset + l.span});
+  }
+  if (l.total > l.span)
+    w = ir::pad(g, w, ir::constant(g, g.type(storage).dtype, 0), {0}, {l.total - l.span});
+  return w;
+}
+
+// Flat element indices of every view element (for overlapping layouts).
+Value element_indices(ir::Graph& g, const StridedView& v, std::optional<Value> dynamic_offset) {
+  ir::Shape shape(v.sizes.begin(), v.sizes.end());
+  Value index = ir::broadcast_in_dim(g, offset_value(g, v, dynamic_offset), shape, {});
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (v.sizes[d] <= 1 || v.strides[d] == 0) continue;
+    Value term = ir::binary(g, "stablehlo.multiply", ir::iota(g, ir::DType::S64, shape, d),
+                            ir::full(g, ir::DType::S64, static_cast<double>(v.strides[d]), shape));
+    index = ir::binary(g, "stablehlo.add", index, term);
+  }
+  return index;
+}
+
+// Permutation taking dims in `from` order to dims in `to` order.
+ir::Dims permutation(const std::vector<int>& from, const std::vector<int>& to) {
+  ir::Dims perm;
+  for (int d : to) perm.push_back(std::find(from.begin(), from.end(), d) - from.begin());
+  return perm;
+}
+
+}  // namespace
+
+Value read_strided(ir::Graph& g, Value storage, const StridedView& v, std::optional<Value> dynamic_offset) {
+  ir::DType dtype = g.type(storage).dtype;
+  ir::Shape sizes(v.sizes.begin(), v.sizes.end());
+  if (ir::numel(sizes) == 0) return ir::full(g, dtype, 0, sizes);
+  Layout l = analyze(v);
+  if (!l.chain) return ir::gather_1d(g, storage, element_indices(g, v, dynamic_offset));
+
+  bool whole;
+  Value r = ir::reshape(g, window(g, storage, v, l, dynamic_offset, &whole), l.container);
+  ir::Shape sorted_sizes;
+  for (int d : l.order) sorted_sizes.push_back(v.sizes[d]);
+  ir::Dims start(l.container.size(), 0), limit = sorted_sizes;
+  limit.push_back(1);
+  r = ir::slice(g, r, start, limit);
+  r = ir::reshape(g, r, sorted_sizes);
+  r = ir::transpose(g, r, permutation(l.order, l.real));
+  // Re-insert size-1 dims, then broadcast the stride-0 ones.
+  ir::Shape unbroadcast;
+  ir::Dims kept;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] > 1 && v.strides[d] == 0) continue;
+    unbroadcast.push_back(sizes[d]);
+    kept.push_back(static_cast<int64_t>(d));
+  }
+  r = ir::reshape(g, r, unbroadcast);
+  return ir::broadcast_in_dim(g, r, sizes, kept);
+}
+
+Value write_strided(ir::Graph& g, Value storage, Value update, const StridedView& v,
+                    std::optional<Value> dynamic_offset) {
+  ir::Shape sizes(v.sizes.begin(), v.sizes.end());
+  if (ir::numel(sizes) == 0) return storage;
+  Layout l = analyze(v);
+  if (l.broadcasts) throw std::invalid_argument("write through a view that overlaps itself");
+  if (!l.chain) return ir::scatter_1d(g, storage, element_indices(g, v, dynamic_offset), update);
+
+  ir::Shape real_sizes, sorted_sizes;
+  for (int d : l.real) real_sizes.push_back(v.sizes[d]);
+  for (int d : l.order) sorted_sizes.push_back(v.sizes[d]);
+  Value u = ir::reshape(g, update, real_sizes);
+  u = ir::transpose(g, u, permutation(l.real, l.order));
+  ir::Shape corner = sorted_sizes;
+  corner.push_back(1);
+  u = ir::reshape(g, u, corner);
+
+  bool whole;
+  Value w = window(g, storage, v, l, dynamic_offset, &whole);
+  if (whole && l.total == l.span && ir::Shape(l.container) == corner) {
+    return ir::reshape(g, u, {l.span});  // the view is the whole storage, in order
+  }
+  w = ir::reshape(g, w, l.container);
+  std::vector<Value> zeros(l.container.size(), zero_index(g));
+  w = ir::dynamic_update_slice(g, w, u, zeros);
+  w = ir::reshape(g, w, {l.total});
+  w = ir::slice(g, w, {0}, {l.span});
+  if (whole) return w;
+  return ir::dynamic_update_slice(g, storage, w, {offset_value(g, v, dynamic_offset)});
+}
+
+Value reinterpret(ir::Graph& g, Value storage, ir::DType dtype) {
+  const ir::Type& t = g.type(storage);
+  if (t.dtype == dtype) return storage;
+  // Booleans are stored one byte each with values 0/1: convert, don't bitcast.
+  if (t.dtype == ir::DType::Pred) return reinterpret(g, ir::convert(g, storage, ir::DType::U8), dtype);
+  if (dtype == ir::DType::Pred) return ir::convert(g, reinterpret(g, storage, ir::DType::U8), dtype);
+  int from = ir::byte_width(t.dtype), to = ir::byte_width(dtype);
+  int64_t n = t.shape[0];
+  if (from == to) return ir::bitcast_convert(g, storage, dtype, {n});
+  if (from > to) {
+    int64_t ratio = from / to;
+    Value x = ir::bitcast_convert(g, storage, dtype, {n, ratio});
+    return ir::reshape(g, x, {n * ratio});
+  }
+  int64_t ratio = to / from;
+  if (n % ratio != 0) throw std::invalid_argument("storage size is not a multiple of the new element size");
+  Value x = ir::reshape(g, storage, {n / ratio, ratio});
+  return ir::bitcast_convert(g, x, dtype, {n / ratio});
+}
+
+}  // namespace tpu::lowering

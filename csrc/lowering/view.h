@@ -1,0 +1,30 @@
+// Reading and writing a strided view (sizes, strides, storage offset) of a
+// flat storage value: PyTorch's aliasing semantics expressed as slices,
+// reshapes and transposes (a gather/scatter only for overlapping layouts).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace tpu::lowering {
+
+struct StridedView {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;  // static offset, used when no dynamic offset is given
+};
+
+// `storage` is rank-1. `dynamic_offset` (an s64 scalar) replaces view.offset so
+// that views at different offsets share one compiled program.
+ir::Value read_strided(ir::Graph& g, ir::Value storage, const StridedView& view,
+                       std::optional<ir::Value> dynamic_offset);
+// Returns the new storage value with `update` (shape view.sizes) written
+// through the view. The view must not overlap itself.
+ir::Value write_strided(ir::Graph& g, ir::Value storage, ir::Value update, const StridedView& view,
+                        std::optional<ir::Value> dynamic_offset);
+// Reinterprets a rank-1 storage value's bytes as another element type.
+ir::Value reinterpret(ir::Graph& g, ir::Value storage, ir::DType dtype);
+
+}  // namespace tpu::lowering

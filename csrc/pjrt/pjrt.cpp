@@ -1,0 +1,358 @@
+#include "pjrt/pjrt.h"
+
+#include <dlfcn.h>
+
+#include <cstddef>
+#include <map>
+#include <mutex>
+
+#include "pjrt_c_api.h"
+
+namespace tpu::pjrt {
+namespace {
+
+// Converts a PJRT_Error into an exception; destroys the error either way.
+void check(const PJRT_Api* api, PJRT_Error* error, const char* what) {
+  if (error == nullptr) return;
+  PJRT_Error_Message_Args msg{};
+  msg.struct_size = PJRT_Error_Message_Args_STRUCT_SIZE;
+  msg.error = error;
+  api->PJRT_Error_Message(&msg);
+  std::string text(msg.message, msg.message_size);
+  PJRT_Error_GetCode_Args code_args{};
+  code_args.struct_size = PJRT_Error_GetCode_Args_STRUCT_SIZE;
+  code_args.error = error;
+  int code = PJRT_Error_Code_UNKNOWN;
+  if (api->PJRT_Error_GetCode(&code_args) == nullptr) code = code_args.code;
+  PJRT_Error_Destroy_Args destroy{};
+  destroy.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
+  destroy.error = error;
+  api->PJRT_Error_Destroy(&destroy);
+  throw Error(std::string(what) + ": " + text, code);
+}
+
+// CompileOptionsProto{executable_build_options{num_replicas: 1, num_partitions: 1}},
+// hand-encoded so that we need no protobuf dependency.
+const std::string& default_compile_options() {
+  static const std::string bytes("\x1a\x04\x20\x01\x28\x01", 6);
+  return bytes;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Plugin
+
+std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<Plugin>> loaded;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = loaded.find(path);
+  if (it != loaded.end()) return it->second;
+
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    throw Error("cannot load PJRT plugin '" + path + "': " + (why ? why : "unknown error"),
+                PJRT_Error_Code_NOT_FOUND);
+  }
+  using GetApi = const PJRT_Api* (*)();
+  auto get_api = reinterpret_cast<GetApi>(dlsym(handle, "GetPjrtApi"));
+  if (get_api == nullptr) {
+    throw Error("'" + path + "' is not a PJRT plugin (no GetPjrtApi symbol)",
+                PJRT_Error_Code_INVALID_ARGUMENT);
+  }
+  auto plugin = std::shared_ptr<Plugin>(new Plugin());
+  plugin->api_ = get_api();
+  plugin->path_ = path;
+  const PJRT_Api* api = plugin->api_;
+  if (api == nullptr || api->pjrt_api_version.major_version != PJRT_API_MAJOR) {
+    throw Error("PJRT plugin '" + path + "' speaks API major version " +
+                    std::to_string(api ? api->pjrt_api_version.major_version : -1) +
+                    ", this build expects " + std::to_string(PJRT_API_MAJOR),
+                PJRT_Error_Code_FAILED_PRECONDITION);
+  }
+  if (api->PJRT_Plugin_Initialize != nullptr) {
+    PJRT_Plugin_Initialize_Args args{};
+    args.struct_size = PJRT_Plugin_Initialize_Args_STRUCT_SIZE;
+    check(api, api->PJRT_Plugin_Initialize(&args), "PJRT_Plugin_Initialize");
+  }
+  loaded[path] = plugin;
+  return plugin;
+}
+
+int Plugin::api_major() const { return api_->pjrt_api_version.major_version; }
+int Plugin::api_minor() const { return api_->pjrt_api_version.minor_version; }
+bool Plugin::has_entry(size_t field_offset) const {
+  return api_->struct_size > field_offset;
+}
+
+// ---------------------------------------------------------------- Event
+
+Event::Event(std::shared_ptr<Plugin> plugin, PJRT_Event* event)
+    : plugin_(std::move(plugin)), event_(event) {}
+
+Event::~Event() {
+  if (event_ == nullptr) return;
+  PJRT_Event_Destroy_Args args{};
+  args.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE;
+  args.event = event_;
+  plugin_->api()->PJRT_Event_Destroy(&args);  // cannot throw from a destructor
+}
+
+bool Event::is_ready() const {
+  PJRT_Event_IsReady_Args args{};
+  args.struct_size = PJRT_Event_IsReady_Args_STRUCT_SIZE;
+  args.event = event_;
+  check(plugin_->api(), plugin_->api()->PJRT_Event_IsReady(&args), "PJRT_Event_IsReady");
+  return args.is_ready;
+}
+
+void Event::await() const {
+  PJRT_Event_Await_Args args{};
+  args.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;
+  args.event = event_;
+  check(plugin_->api(), plugin_->api()->PJRT_Event_Await(&args), "device execution failed");
+}
+
+// ---------------------------------------------------------------- Buffer
+
+Buffer::Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer)
+    : plugin_(std::move(plugin)), buffer_(buffer) {}
+
+Buffer::~Buffer() {
+  PJRT_Buffer_Destroy_Args args{};
+  args.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  PJRT_Error* error = plugin_->api()->PJRT_Buffer_Destroy(&args);
+  if (error != nullptr) {
+    try {
+      check(plugin_->api(), error, "PJRT_Buffer_Destroy");
+    } catch (const Error&) {
+      // Nothing sensible to do while destroying; the message is dropped.
+    }
+  }
+}
+
+ElementType Buffer::element_type() const {
+  PJRT_Buffer_ElementType_Args args{};
+  args.struct_size = PJRT_Buffer_ElementType_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_ElementType(&args), "PJRT_Buffer_ElementType");
+  return static_cast<ElementType>(args.type);
+}
+
+std::vector<int64_t> Buffer::dimensions() const {
+  PJRT_Buffer_Dimensions_Args args{};
+  args.struct_size = PJRT_Buffer_Dimensions_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_Dimensions(&args), "PJRT_Buffer_Dimensions");
+  return std::vector<int64_t>(args.dims, args.dims + args.num_dims);
+}
+
+size_t Buffer::on_device_size() const {
+  PJRT_Buffer_OnDeviceSizeInBytes_Args args{};
+  args.struct_size = PJRT_Buffer_OnDeviceSizeInBytes_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_OnDeviceSizeInBytes(&args),
+        "PJRT_Buffer_OnDeviceSizeInBytes");
+  return args.on_device_size_in_bytes;
+}
+
+std::unique_ptr<Event> Buffer::to_host_async(void* dst, size_t size) const {
+  PJRT_Buffer_ToHostBuffer_Args args{};
+  args.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
+  args.src = buffer_;
+  args.dst = dst;
+  args.dst_size = size;
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_ToHostBuffer(&args), "PJRT_Buffer_ToHostBuffer");
+  return std::make_unique<Event>(plugin_, args.event);
+}
+
+std::unique_ptr<Event> Buffer::ready_event() const {
+  PJRT_Buffer_ReadyEvent_Args args{};
+  args.struct_size = PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_ReadyEvent(&args), "PJRT_Buffer_ReadyEvent");
+  return std::make_unique<Event>(plugin_, args.event);
+}
+
+// ---------------------------------------------------------------- Executable
+
+Executable::Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe)
+    : plugin_(std::move(plugin)), exe_(exe) {
+  const PJRT_Api* api = plugin_->api();
+  PJRT_LoadedExecutable_GetExecutable_Args get{};
+  get.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
+  get.loaded_executable = exe_;
+  check(api, api->PJRT_LoadedExecutable_GetExecutable(&get), "PJRT_LoadedExecutable_GetExecutable");
+  PJRT_Executable_NumOutputs_Args num{};
+  num.struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE;
+  num.executable = get.executable;
+  PJRT_Error* error = api->PJRT_Executable_NumOutputs(&num);
+  PJRT_Executable_Destroy_Args destroy{};
+  destroy.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE;
+  destroy.executable = get.executable;
+  api->PJRT_Executable_Destroy(&destroy);
+  check(api, error, "PJRT_Executable_NumOutputs");
+  num_outputs_ = num.num_outputs;
+}
+
+Executable::~Executable() {
+  PJRT_LoadedExecutable_Destroy_Args args{};
+  args.struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE;
+  args.executable = exe_;
+  plugin_->api()->PJRT_LoadedExecutable_Destroy(&args);
+}
+
+std::vector<std::unique_ptr<Buffer>> Executable::execute(
+    PJRT_Device* device, const std::vector<PJRT_Buffer*>& args) const {
+  const PJRT_Api* api = plugin_->api();
+  PJRT_ExecuteOptions options{};
+  options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
+  PJRT_Buffer* const* arg_list = args.data();
+  PJRT_Buffer** out_list = outputs.data();
+  PJRT_LoadedExecutable_Execute_Args exec{};
+  exec.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
+  exec.executable = exe_;
+  exec.options = &options;
+  exec.argument_lists = &arg_list;
+  exec.num_devices = 1;
+  exec.num_args = args.size();
+  exec.output_lists = &out_list;
+  exec.device_complete_events = nullptr;  // outputs' ready events carry completion
+  exec.execute_device = device;
+  check(api, api->PJRT_LoadedExecutable_Execute(&exec), "PJRT_LoadedExecutable_Execute");
+  std::vector<std::unique_ptr<Buffer>> result;
+  result.reserve(outputs.size());
+  for (PJRT_Buffer* b : outputs) result.push_back(std::make_unique<Buffer>(plugin_, b));
+  return result;
+}
+
+std::string Executable::serialize() const {
+  const PJRT_Api* api = plugin_->api();
+  PJRT_LoadedExecutable_GetExecutable_Args get{};
+  get.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
+  get.loaded_executable = exe_;
+  check(api, api->PJRT_LoadedExecutable_GetExecutable(&get), "PJRT_LoadedExecutable_GetExecutable");
+  PJRT_Executable_Serialize_Args ser{};
+  ser.struct_size = PJRT_Executable_Serialize_Args_STRUCT_SIZE;
+  ser.executable = get.executable;
+  PJRT_Error* error = api->PJRT_Executable_Serialize(&ser);
+  std::string bytes;
+  if (error == nullptr) {
+    bytes.assign(ser.serialized_bytes, ser.serialized_bytes_size);
+    if (ser.serialized_executable_deleter) ser.serialized_executable_deleter(ser.serialized_executable);
+  }
+  PJRT_Executable_Destroy_Args destroy{};
+  destroy.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE;
+  destroy.executable = get.executable;
+  api->PJRT_Executable_Destroy(&destroy);
+  check(api, error, "PJRT_Executable_Serialize");
+  return bytes;
+}
+
+// ---------------------------------------------------------------- Client
+
+std::unique_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin) {
+  const PJRT_Api* api = plugin->api();
+  PJRT_Client_Create_Args args{};
+  args.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
+  check(api, api->PJRT_Client_Create(&args), "PJRT_Client_Create");
+  return std::unique_ptr<Client>(new Client(std::move(plugin), args.client));
+}
+
+Client::Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client)
+    : plugin_(std::move(plugin)), client_(client) {
+  const PJRT_Api* api = plugin_->api();
+  PJRT_Client_PlatformName_Args name{};
+  name.struct_size = PJRT_Client_PlatformName_Args_STRUCT_SIZE;
+  name.client = client_;
+  check(api, api->PJRT_Client_PlatformName(&name), "PJRT_Client_PlatformName");
+  platform_name_.assign(name.platform_name, name.platform_name_size);
+  PJRT_Client_PlatformVersion_Args version{};
+  version.struct_size = PJRT_Client_PlatformVersion_Args_STRUCT_SIZE;
+  version.client = client_;
+  check(api, api->PJRT_Client_PlatformVersion(&version), "PJRT_Client_PlatformVersion");
+  platform_version_.assign(version.platform_version, version.platform_version_size);
+
+  PJRT_Client_AddressableDevices_Args devs{};
+  devs.struct_size = PJRT_Client_AddressableDevices_Args_STRUCT_SIZE;
+  devs.client = client_;
+  check(api, api->PJRT_Client_AddressableDevices(&devs), "PJRT_Client_AddressableDevices");
+  for (size_t i = 0; i < devs.num_addressable_devices; ++i) {
+    PJRT_Device* device = devs.addressable_devices[i];
+    PJRT_Device_GetDescription_Args desc{};
+    desc.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE;
+    desc.device = device;
+    check(api, api->PJRT_Device_GetDescription(&desc), "PJRT_Device_GetDescription");
+    PJRT_DeviceDescription_Id_Args id{};
+    id.struct_size = PJRT_DeviceDescription_Id_Args_STRUCT_SIZE;
+    id.device_description = desc.device_description;
+    check(api, api->PJRT_DeviceDescription_Id(&id), "PJRT_DeviceDescription_Id");
+    PJRT_DeviceDescription_Kind_Args kind{};
+    kind.struct_size = PJRT_DeviceDescription_Kind_Args_STRUCT_SIZE;
+    kind.device_description = desc.device_description;
+    check(api, api->PJRT_DeviceDescription_Kind(&kind), "PJRT_DeviceDescription_Kind");
+    devices_.push_back(DeviceInfo{device, id.id, std::string(kind.device_kind, kind.device_kind_size)});
+  }
+}
+
+Client::~Client() {
+  PJRT_Client_Destroy_Args args{};
+  args.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;
+  args.client = client_;
+  plugin_->api()->PJRT_Client_Destroy(&args);
+}
+
+std::unique_ptr<Executable> Client::compile(const std::string& mlir_module) const {
+  const PJRT_Api* api = plugin_->api();
+  static const char kFormat[] = "mlir";
+  PJRT_Program program{};
+  program.struct_size = PJRT_Program_STRUCT_SIZE;
+  program.code = const_cast<char*>(mlir_module.data());
+  program.code_size = mlir_module.size();
+  program.format = kFormat;
+  program.format_size = sizeof(kFormat) - 1;
+  PJRT_Client_Compile_Args args{};
+  args.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.program = &program;
+  args.compile_options = default_compile_options().data();
+  args.compile_options_size = default_compile_options().size();
+  check(api, api->PJRT_Client_Compile(&args), "XLA compilation failed");
+  return std::make_unique<Executable>(plugin_, args.executable);
+}
+
+std::unique_ptr<Executable> Client::deserialize(const std::string& bytes) const {
+  const PJRT_Api* api = plugin_->api();
+  PJRT_Executable_DeserializeAndLoad_Args args{};
+  args.struct_size = PJRT_Executable_DeserializeAndLoad_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.serialized_executable = bytes.data();
+  args.serialized_executable_size = bytes.size();
+  check(api, api->PJRT_Executable_DeserializeAndLoad(&args), "PJRT_Executable_DeserializeAndLoad");
+  return std::make_unique<Executable>(plugin_, args.loaded_executable);
+}
+
+std::unique_ptr<Buffer> Client::buffer_from_host(
+    const void* data, ElementType type, const std::vector<int64_t>& dims,
+    PJRT_Device* device) const {
+  const PJRT_Api* api = plugin_->api();
+  PJRT_Client_BufferFromHostBuffer_Args args{};
+  args.struct_size = PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.data = data;
+  args.type = static_cast<PJRT_Buffer_Type>(type);
+  args.dims = dims.data();
+  args.num_dims = dims.size();
+  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  args.device = device;
+  check(api, api->PJRT_Client_BufferFromHostBuffer(&args), "PJRT_Client_BufferFromHostBuffer");
+  // With kImmutableOnlyDuringCall the host data is no longer needed, but the
+  // event still has to be released.
+  if (args.done_with_host_buffer != nullptr) Event released(plugin_, args.done_with_host_buffer);
+  return std::make_unique<Buffer>(plugin_, args.buffer);
+}
+
+}  // namespace tpu::pjrt

@@ -1,0 +1,146 @@
+// C++ ownership layer over the PJRT C API. Knows nothing of torch.
+//
+// Every PJRT object is owned by exactly one RAII handle; every PJRT_Error is
+// turned into a pjrt::Error exception carrying the plugin's message.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct PJRT_Api;
+struct PJRT_Client;
+struct PJRT_Device;
+struct PJRT_Buffer;
+struct PJRT_Event;
+struct PJRT_LoadedExecutable;
+
+namespace tpu::pjrt {
+
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string& message, int code)
+      : std::runtime_error(message), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+// Element types, numbered exactly as PJRT_Buffer_Type.
+enum class ElementType : int {
+  Invalid = 0, Pred = 1, S8 = 2, S16 = 3, S32 = 4, S64 = 5,
+  U8 = 6, U16 = 7, U32 = 8, U64 = 9, F16 = 10, F32 = 11, F64 = 12,
+  BF16 = 13, C64 = 14, C128 = 15,
+};
+
+// A loaded plugin library (dlopen'ed once per path, never unloaded: plugins
+// register global state that does not survive dlclose).
+class Plugin {
+ public:
+  static std::shared_ptr<Plugin> load(const std::string& path);
+  const PJRT_Api* api() const { return api_; }
+  const std::string& path() const { return path_; }
+  int api_major() const;
+  int api_minor() const;
+  // Whether the plugin's function table reaches `offset` (a PJRT_Api field),
+  // i.e. it was built against an API version that has that entry.
+  bool has_entry(size_t field_offset) const;
+
+ private:
+  const PJRT_Api* api_ = nullptr;
+  std::string path_;
+};
+
+class Event {
+ public:
+  Event(std::shared_ptr<Plugin> plugin, PJRT_Event* event);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  bool is_ready() const;
+  void await() const;  // throws the event's error, if any
+
+ private:
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Event* event_;
+};
+
+class Buffer {
+ public:
+  Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  PJRT_Buffer* raw() const { return buffer_; }
+  ElementType element_type() const;
+  std::vector<int64_t> dimensions() const;
+  size_t on_device_size() const;
+  // Starts a copy into `dst` (which must stay alive until the event is ready).
+  std::unique_ptr<Event> to_host_async(void* dst, size_t size) const;
+  void to_host(void* dst, size_t size) const { to_host_async(dst, size)->await(); }
+  std::unique_ptr<Event> ready_event() const;
+
+ private:
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Buffer* buffer_;
+};
+
+class Executable {
+ public:
+  Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  size_t num_outputs() const { return num_outputs_; }
+  // Launches asynchronously on `device`; outputs become ready when the
+  // computation finishes (their ready events carry any execution error).
+  std::vector<std::unique_ptr<Buffer>> execute(
+      PJRT_Device* device, const std::vector<PJRT_Buffer*>& args) const;
+  std::string serialize() const;
+
+ private:
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_LoadedExecutable* exe_;
+  size_t num_outputs_ = 0;
+};
+
+struct DeviceInfo {
+  PJRT_Device* device;
+  int id;
+  std::string kind;
+};
+
+class Client {
+ public:
+  static std::unique_ptr<Client> create(std::shared_ptr<Plugin> plugin);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const std::shared_ptr<Plugin>& plugin() const { return plugin_; }
+  const std::string& platform_name() const { return platform_name_; }
+  const std::string& platform_version() const { return platform_version_; }
+  const std::vector<DeviceInfo>& devices() const { return devices_; }
+
+  std::unique_ptr<Executable> compile(const std::string& mlir_module) const;
+  std::unique_ptr<Executable> deserialize(const std::string& bytes) const;
+  // Copies `data` during the call; the buffer is usable (asynchronously) at once.
+  std::unique_ptr<Buffer> buffer_from_host(
+      const void* data, ElementType type, const std::vector<int64_t>& dims,
+      PJRT_Device* device) const;
+
+ private:
+  Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client);
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Client* client_;
+  std::string platform_name_;
+  std::string platform_version_;
+  std::vector<DeviceInfo> devices_;
+};
+
+}  // namespace tpu::pjrt

@@ -1,0 +1,113 @@
+// The Python extension module torch_tpu._C: runtime control, device queries,
+// memory statistics and metrics. Python stays a thin shell over these.
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include "aten/storage.h"
+#include "engine/metrics.h"
+#include "engine/runtime.h"
+#include "lowering/types.h"
+#include "runtime/device.h"
+#include "runtime/generator.h"
+
+namespace tpu::runtime {
+namespace {
+
+engine::Runtime& runtime_or_throw() {
+  try {
+    return engine::Runtime::get();
+  } catch (const pjrt::Error& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
+void synchronize() {
+  py::gil_scoped_release release;
+  try {
+    engine::Runtime::get().synchronize();
+  } catch (const pjrt::Error& e) {
+    throw std::runtime_error(std::string("torch_tpu: ") + e.what());
+  }
+}
+
+py::dict metrics() {
+  py::dict out;
+  for (const auto& [name, value] : engine::metrics().counters()) out[py::str(name)] = value;
+  py::dict fallbacks;
+  for (const auto& [op, count] : engine::metrics().fallbacks()) fallbacks[py::str(op)] = count;
+  out["fallback_ops"] = fallbacks;
+  return out;
+}
+
+TpuGenerator& generator(int device) {
+  return *at::check_generator<TpuGenerator>(default_generator(static_cast<c10::DeviceIndex>(device)));
+}
+
+}  // namespace
+}  // namespace tpu::runtime
+
+PYBIND11_MODULE(_C, m) {
+  using namespace tpu;
+  m.doc() = "torch_tpu native core";
+  m.def("_set_plugin_path", &engine::Runtime::set_plugin_path, py::arg("path"), py::arg("selected_by"));
+  m.def("_is_initialized", &engine::Runtime::initialized);
+  m.def("_init", [] {
+    auto& rt = runtime::runtime_or_throw();
+    const auto& plugin = rt.client().plugin();
+    py::dict info;
+    info["platform"] = rt.client().platform_name();
+    info["platform_version"] = rt.client().platform_version();
+    info["plugin_path"] = plugin->path();
+    info["api_version"] = std::to_string(plugin->api_major()) + "." + std::to_string(plugin->api_minor());
+    py::list kinds;
+    for (const auto& d : rt.client().devices()) kinds.append(d.kind);
+    info["device_kinds"] = kinds;
+    return info;
+  });
+  m.def("_device_count", &runtime::device_count);
+  m.def("_current_device", &runtime::current_device);
+  m.def("_set_device", &runtime::set_device);
+  m.def("_synchronize", &runtime::synchronize);
+  py::class_<engine::Marker, std::shared_ptr<engine::Marker>>(m, "_Marker")
+      .def("query", [](const engine::Marker& marker) {
+        try {
+          return marker.ready();
+        } catch (const pjrt::Error& e) {
+          throw std::runtime_error(std::string("torch_tpu: ") + e.what());
+        }
+      })
+      .def("synchronize", [](const engine::Marker& marker) {
+        py::gil_scoped_release release;
+        try {
+          marker.wait();
+        } catch (const pjrt::Error& e) {
+          throw std::runtime_error(std::string("torch_tpu: ") + e.what());
+        }
+      });
+  m.def("_mark", [] { return runtime::runtime_or_throw().mark(); });
+  m.def("_memory_allocated", &aten::memory_allocated);
+  m.def("_max_memory_allocated", &aten::max_memory_allocated);
+  m.def("_reset_peak_memory_stats", &aten::reset_peak_memory);
+  m.def("_metrics", &runtime::metrics);
+  m.def("_reset_metrics", [] { engine::metrics().reset(); });
+  m.def("_compiled_program_count", [] { return runtime::runtime_or_throw().cache_size(); });
+  m.def("_unsupported_dtype_reason", [](const std::string& platform, py::object dtype) {
+    return lowering::unsupported_dtype_reason(platform,
+                                              reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type);
+  });
+  m.def("_manual_seed", [](int device, uint64_t seed) {
+    at::Generator gen = runtime::default_generator(static_cast<c10::DeviceIndex>(device));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    runtime::generator(device).set_current_seed(seed);
+  });
+  m.def("_seed", [](int device) {
+    at::Generator gen = runtime::default_generator(static_cast<c10::DeviceIndex>(device));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return runtime::generator(device).seed();
+  });
+  m.def("_initial_seed", [](int device) { return runtime::generator(device).current_seed(); });
+  m.def("_default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(runtime::default_generator(static_cast<c10::DeviceIndex>(device))));
+  });
+}

@@ -1,0 +1,46 @@
+"""Build of torch_tpu: the C++ core (csrc/) as the extension torch_tpu._C.
+
+Built with torch's cpp_extension (ninja, incremental) against the installed
+torch. The PJRT C API header comes from the xla-cpu-pjrt package, which ships
+it; TORCH_TPU_PJRT_INCLUDE overrides where it is looked for.
+"""
+import glob
+import importlib.util
+import os
+import shutil
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+
+def pjrt_include_dir():
+    override = os.environ.get("TORCH_TPU_PJRT_INCLUDE")
+    if override:
+        return override
+    spec = importlib.util.find_spec("xla_plugins.xla_cpu_pjrt")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "pjrt_c_api.h not found: install xla-cpu-pjrt (it ships the header) "
+            "or set TORCH_TPU_PJRT_INCLUDE to a directory holding pjrt_c_api.h"
+        )
+    return os.path.join(list(spec.submodule_search_locations)[0], "include")
+
+
+if shutil.which("ccache") and "CXX" not in os.environ:
+    os.environ["CXX"] = "ccache g++"
+
+here = os.path.dirname(os.path.abspath(__file__))
+sources = sorted(glob.glob(os.path.join("csrc", "*", "*.cpp")))
+
+setup(
+    ext_modules=[
+        CppExtension(
+            "torch_tpu._C",
+            sources,
+            include_dirs=[os.path.join(here, "csrc"), pjrt_include_dir()],
+            extra_compile_args=["-O2", "-std=c++20", "-Wall", "-Wno-unused-parameter", "-fvisibility=hidden"],
+            libraries=["dl"],
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+)

@@ -1,0 +1,35 @@
+"""torch_tpu: PyTorch's `tpu` device, running on any PJRT plugin.
+
+`import torch` loads this package through the `torch.backends` entry point, so
+`torch.device("tpu")` works with no import of torch_tpu.
+"""
+import torch
+
+from . import _plugin
+from . import _C
+
+torch.utils.rename_privateuse1_backend("tpu")
+_C._set_plugin_path(*_plugin.resolve())
+
+from . import tpu  # noqa: E402
+
+torch._register_device_module("tpu", tpu)
+torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+
+from .metrics import metrics, metrics_report, reset_metrics  # noqa: E402
+
+__all__ = ["metrics", "metrics_report", "reset_metrics", "sync", "plugin_info"]
+
+
+def sync():
+    """Waits for all launched tpu work (torch.tpu.synchronize())."""
+    tpu.synchronize()
+
+
+def plugin_info():
+    """The running PJRT plugin: platform, version, path, API version, device kinds."""
+    return _C._init()
+
+
+def _autoload():
+    """Entry point called by `import torch`; importing this package did the work."""

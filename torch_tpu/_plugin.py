@@ -1,0 +1,75 @@
+"""Which PJRT plugin to run on: TORCH_TPU_PLUGIN=cpu|cuda|tpu|/path/to/plugin.so.
+
+Without the variable: libtpu when a TPU is attached, else the XLA:CPU plugin.
+Only paths are resolved here; the plugin is loaded on first device use.
+"""
+import glob
+import importlib.util
+import os
+
+ENV = "TORCH_TPU_PLUGIN"
+
+
+def _package_dir(name):
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return list(spec.submodule_search_locations)[0]
+    return os.path.dirname(spec.origin) if spec.origin else None
+
+
+def _first_file(directory, pattern):
+    if directory is None:
+        return None
+    hits = sorted(glob.glob(os.path.join(directory, pattern)))
+    return hits[0] if hits else None
+
+
+def cpu_plugin():
+    return _first_file(_package_dir("xla_plugins.xla_cpu_pjrt"), "xla_cpu_pjrt*.so")
+
+
+def tpu_plugin():
+    return _first_file(_package_dir("libtpu"), "libtpu*.so")
+
+
+def cuda_plugin():
+    for package in ("jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12"):
+        path = _first_file(_package_dir(package), "xla_cuda_plugin*.so")
+        if path:
+            return path
+    return None
+
+
+def tpu_attached():
+    """A TPU VM exposes its chips as /dev/accel* (v4 and older) or /dev/vfio/N (v5+)."""
+    return bool(glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"))
+
+
+_FINDERS = {"cpu": cpu_plugin, "tpu": tpu_plugin, "cuda": cuda_plugin, "gpu": cuda_plugin}
+_PACKAGES = {"cpu": "xla-cpu-pjrt", "tpu": "libtpu", "cuda": "jax-cuda13-pjrt", "gpu": "jax-cuda13-pjrt"}
+
+
+def resolve():
+    """Returns (path or "", how it was chosen) for torch_tpu._C._set_plugin_path."""
+    choice = os.environ.get(ENV, "").strip()
+    if choice in ("", "auto"):
+        if tpu_attached() and tpu_plugin():
+            return tpu_plugin(), "a TPU is attached; override with %s" % ENV
+        path = cpu_plugin()
+        if path:
+            return path, "default XLA:CPU plugin; override with %s" % ENV
+        return "", "%s is unset and no plugin package is installed" % ENV
+    key = choice.lower()
+    if key in _FINDERS:
+        path = _FINDERS[key]()
+        if path:
+            return path, "%s=%s" % (ENV, choice)
+        return "", "%s=%s but the package %s is not installed" % (ENV, choice, _PACKAGES[key])
+    if os.path.exists(choice):
+        return os.path.abspath(choice), "%s=%s" % (ENV, choice)
+    return "", "%s=%s: no such file, and not one of cpu, cuda, tpu" % (ENV, choice)
