@@ -28,6 +28,10 @@ def _index(device=None):
     return _C._current_device() if device.index is None else device.index
 
 
+def _is_in_bad_fork():
+    return False
+
+
 def is_available():
     return _C._device_count() > 0
 

@@ -64,7 +64,7 @@ at::Tensor elementwise(const char* name, const std::vector<at::Tensor>& inputs, 
   std::vector<ir::Value> values;
   values.reserve(inputs.size());
   for (const at::Tensor& t : inputs) {
-    ir::Value v = ir::convert(g, p.read(t), lowering::to_ir(compute));
+    ir::Value v = p.read_as(t, compute);
     values.push_back(ir::broadcast_to(g, v, target));
   }
   p.write(output, build(g, values));
@@ -296,7 +296,7 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
               value.dim(), " dimensions.");
   c10::DeviceGuard guard(self.device());
   Program p("fill_", self.device().index());
-  ir::Value v = ir::convert(p.graph(), p.read(value), lowering::to_ir(self.scalar_type()));
+  ir::Value v = p.read_as(value, self.scalar_type());
   p.write(self, ir::broadcast_in_dim(p.graph(), v, to_shape(self.sizes()), {}));
   p.run();
   return self;
@@ -423,7 +423,7 @@ at::Tensor matmul_op(const char* name, const at::Tensor* self, const at::Tensor&
       r = lowering::scale(g, r, p.scalar(alpha, compute));
     bool beta_zero = beta.isIntegral(true) ? beta.toLong() == 0 : beta.toDouble() == 0.0;
     if (!beta_zero) {  // beta == 0 ignores self entirely (NaNs included), as ATen does
-      ir::Value bias = ir::broadcast_to(g, ir::convert(g, p.read(*self), compute), target);
+      ir::Value bias = ir::broadcast_to(g, p.read_as(*self, dtype), target);
       if (!(beta.isIntegral(true) ? beta.toLong() == 1 : beta.toDouble() == 1.0))
         bias = lowering::scale(g, bias, p.scalar(beta, compute));
       r = lowering::binary(g, Binary::Add, bias, r);

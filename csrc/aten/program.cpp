@@ -149,6 +149,16 @@ ir::Value Program::read(const at::Tensor& t) {
   return lowering::read_strided(graph_, storage, view, dynamic_offset(t));
 }
 
+ir::Value Program::read_as(const at::Tensor& t, c10::ScalarType dtype) {
+  ir::DType target = lowering::to_ir(dtype);
+  if (t.device().is_cpu() && t.dim() == 0) {
+    if (!operands_.empty()) operands_ += ", ";
+    operands_ += std::string("scalar ") + c10::toString(t.scalar_type());
+    return scalar(t.item(), target);
+  }
+  return ir::convert(graph_, read(t), target);
+}
+
 void Program::write(const at::Tensor& dst, ir::Value v) {
   check_device(dst);
   ir::DType dtype = lowering::to_ir(dst.scalar_type());

@@ -24,6 +24,9 @@ class Program {
   // The value of `t` (its shape and dtype). A 0-dim CPU tensor is accepted as a
   // scalar, as on CUDA; any other CPU tensor is a device mismatch error.
   ir::Value read(const at::Tensor& t);
+  // read(t) converted to `dtype`; a CPU scalar is uploaded in `dtype` directly,
+  // so Python numbers of any type share one program.
+  ir::Value read_as(const at::Tensor& t, c10::ScalarType dtype);
   // A runtime scalar parameter: changing values do not recompile.
   ir::Value scalar(const c10::Scalar& s, ir::DType dtype);
   // Writes `v` (shape dst.sizes(), converted to dst's dtype) through dst's view.

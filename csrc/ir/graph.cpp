@@ -123,7 +123,7 @@ const char* combiner_op(Combiner c) {
   }
 }
 
-std::string name_of(const std::vector<Node>& nodes, int id, const std::vector<int>& param_index) {
+std::string name_of(const std::deque<Node>& nodes, int id, const std::vector<int>& param_index) {
   if (nodes[id].op == nullptr) return "%arg" + std::to_string(param_index[id]);
   return "%" + std::to_string(id);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,8 @@ class Graph {
   std::string to_mlir() const;
 
  private:
-  std::vector<Node> nodes_;
+  // A deque: references returned by type() stay valid while nodes are added.
+  std::deque<Node> nodes_;
   std::vector<int> outputs_;
   size_t num_parameters_ = 0;
 };

@@ -3,6 +3,12 @@
 #include <c10/util/Exception.h>
 
 namespace tpu::lowering {
+namespace {
+// "torch.complex64", as Python prints dtypes.
+std::string python_name(c10::ScalarType type) {
+  return "torch." + std::string(c10::getDtypeNames(type).first);
+}
+}  // namespace
 
 bool has_ir_dtype(c10::ScalarType type) {
   switch (type) {
@@ -31,7 +37,7 @@ ir::DType to_ir(c10::ScalarType type) {
     case c10::kUInt32: return ir::DType::U32;
     case c10::kUInt64: return ir::DType::U64;
     default:
-      TORCH_CHECK_TYPE(false, "torch_tpu: dtype ", type, " is not supported on the tpu device");
+      TORCH_CHECK_TYPE(false, "torch_tpu: dtype ", python_name(type), " is not supported on the tpu device");
   }
 }
 
@@ -56,7 +62,7 @@ c10::ScalarType to_aten(ir::DType type) {
 
 std::string unsupported_dtype_reason(const std::string& platform, c10::ScalarType type) {
   if (!has_ir_dtype(type))
-    return std::string("dtype ") + c10::toString(type) + " is not supported on the tpu device";
+    return "dtype " + python_name(type) + " is not supported on the tpu device";
   // TPUs have no 64-bit floating point; XLA would silently compute in f32.
   if (platform == "tpu" && type == c10::kDouble)
     return "float64 is not supported by TPU hardware (PJRT platform 'tpu'); use float32";

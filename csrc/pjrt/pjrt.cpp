@@ -31,10 +31,11 @@ void check(const PJRT_Api* api, PJRT_Error* error, const char* what) {
   throw Error(std::string(what) + ": " + text, code);
 }
 
-// CompileOptionsProto{executable_build_options{num_replicas: 1, num_partitions: 1}},
-// hand-encoded so that we need no protobuf dependency.
+// CompileOptionsProto{executable_build_options{num_replicas: 1, num_partitions: 1},
+// compile_portable_executable: true}, hand-encoded so that we need no protobuf
+// dependency. Portable executables run on whichever device execute() names.
 const std::string& default_compile_options() {
-  static const std::string bytes("\x1a\x04\x20\x01\x28\x01", 6);
+  static const std::string bytes("\x1a\x04\x20\x01\x28\x01\x20\x01", 8);
   return bytes;
 }
 

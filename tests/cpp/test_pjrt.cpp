@@ -1,0 +1,1149 @@
+// Native test of the torch-free layers: csrc/pjrt (RAII over the PJRT C API)
+// and csrc/ir (StableHLO graph builder + MLIR text emitter).
+//
+// Usage: test_pjrt PLUGIN_PATH [NAME_SUBSTRING...]
+//        test_pjrt --leak-self-check   (leaks on purpose; checks the LSan setup)
+//
+// Prints one line per case ("PASS name" / "FAIL name: why") and a summary;
+// exits 1 if any case failed. Built and run by tests/test_pjrt_native.py,
+// also under LeakSanitizer.
+#include <dirent.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/ops.h"
+#include "pjrt/pjrt.h"
+#include "pjrt_c_api.h"
+
+namespace ir = tpu::ir;
+namespace pj = tpu::pjrt;
+using ir::DType;
+using ir::Graph;
+using ir::Shape;
+using ir::Type;
+using ir::Value;
+using pj::ElementType;
+
+// ------------------------------------------------------------------ checks
+
+namespace {
+
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <typename T>
+std::string str(const T& v) {
+  std::ostringstream os;
+  if constexpr (std::is_same_v<T, std::string>) {
+    os << '"' << v << '"';
+  } else if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
+    os << static_cast<int>(v);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    os.precision(9);
+    os << v;
+  } else if constexpr (std::is_same_v<T, Type>) {
+    os << v.mlir();
+  } else if constexpr (std::is_enum_v<T>) {
+    os << static_cast<long long>(v);
+  } else {
+    os << v;
+  }
+  return os.str();
+}
+
+template <typename T>
+std::string str(const std::vector<T>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ", ";
+    s += str(v[i]);
+  }
+  return s + "]";
+}
+
+[[noreturn]] void fail(const char* file, int line, const std::string& what) {
+  throw Failure(std::string(file) + ":" + std::to_string(line) + ": " + what);
+}
+
+#define CHECK(cond)                                              \
+  do {                                                           \
+    if (!(cond)) fail(__FILE__, __LINE__, "CHECK(" #cond ")");   \
+  } while (0)
+
+#define CHECK_EQ(a, b)                                                                  \
+  do {                                                                                  \
+    const auto a_ = (a);                                                                \
+    const auto b_ = (b);                                                                \
+    if (!(a_ == b_))                                                                    \
+      fail(__FILE__, __LINE__, "CHECK_EQ(" #a ", " #b "): " + str(a_) + " != " + str(b_)); \
+  } while (0)
+
+#define CHECK_CONTAINS(haystack, needle)                                            \
+  do {                                                                              \
+    const std::string h_ = (haystack);                                              \
+    const std::string n_ = (needle);                                                \
+    if (h_.find(n_) == std::string::npos)                                           \
+      fail(__FILE__, __LINE__, "expected " + str(n_) + " in " + str(h_));           \
+  } while (0)
+
+// Runs `fn`, which must throw E; returns the exception's what().
+template <typename E>
+std::string expect_throw(const char* file, int line, const std::function<void()>& fn, int* code = nullptr) {
+  try {
+    fn();
+  } catch (const E& e) {
+    if constexpr (std::is_same_v<E, pj::Error>) {
+      if (code) *code = e.code();
+    }
+    return e.what();
+  } catch (const std::exception& e) {
+    fail(file, line, std::string("threw the wrong exception type: ") + e.what());
+  }
+  fail(file, line, "did not throw");
+}
+#define EXPECT_THROW(E, ...) expect_throw<E>(__FILE__, __LINE__, __VA_ARGS__)
+
+// Exact comparison of floats by value (NaN == NaN, -0 == +0 deliberately not special).
+void check_close(const char* file, int line, const std::vector<float>& got,
+                 const std::vector<float>& want, float tol = 0) {
+  bool ok = got.size() == want.size();
+  for (size_t i = 0; ok && i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ok = std::isnan(got[i]);
+    } else if (std::isinf(want[i])) {
+      ok = got[i] == want[i];
+    } else {
+      ok = std::fabs(got[i] - want[i]) <= tol * std::max(1.0f, std::fabs(want[i]));
+    }
+  }
+  if (!ok) fail(file, line, "values differ: got " + str(got) + ", want " + str(want));
+}
+#define CHECK_CLOSE(...) check_close(__FILE__, __LINE__, __VA_ARGS__)
+
+// ------------------------------------------------------------------ environment
+
+struct Env {
+  std::string plugin_path;
+  std::shared_ptr<pj::Plugin> plugin;
+  std::unique_ptr<pj::Client> client;
+  PJRT_Device* device = nullptr;
+} env;
+
+ElementType element_type(DType d) {
+  switch (d) {
+    case DType::Pred: return ElementType::Pred;
+    case DType::S8: return ElementType::S8;
+    case DType::S16: return ElementType::S16;
+    case DType::S32: return ElementType::S32;
+    case DType::S64: return ElementType::S64;
+    case DType::U8: return ElementType::U8;
+    case DType::U16: return ElementType::U16;
+    case DType::U32: return ElementType::U32;
+    case DType::U64: return ElementType::U64;
+    case DType::F16: return ElementType::F16;
+    case DType::BF16: return ElementType::BF16;
+    case DType::F32: return ElementType::F32;
+    case DType::F64: return ElementType::F64;
+  }
+  return ElementType::Invalid;
+}
+
+size_t width(ElementType t) {
+  switch (t) {
+    case ElementType::Pred: case ElementType::S8: case ElementType::U8: return 1;
+    case ElementType::S16: case ElementType::U16: case ElementType::F16: case ElementType::BF16: return 2;
+    case ElementType::S32: case ElementType::U32: case ElementType::F32: return 4;
+    case ElementType::S64: case ElementType::U64: case ElementType::F64: case ElementType::C64: return 8;
+    case ElementType::C128: return 16;
+    default: return 0;
+  }
+}
+
+// Host data of one array: element type, shape, raw bytes.
+template <typename T>
+std::unique_ptr<pj::Buffer> upload(const std::vector<T>& data, DType dtype, const Shape& dims) {
+  ElementType t = element_type(dtype);
+  if (width(t) != sizeof(T)) fail(__FILE__, __LINE__, "upload: host type width mismatch");
+  if (static_cast<int64_t>(data.size()) != ir::numel(dims)) fail(__FILE__, __LINE__, "upload: size mismatch");
+  return env.client->buffer_from_host(data.data(), t, dims, env.device);
+}
+
+template <typename T>
+std::vector<T> download(const pj::Buffer& b) {
+  if (width(b.element_type()) != sizeof(T)) {
+    fail(__FILE__, __LINE__, "download: buffer element type " + str(b.element_type()) +
+                                 " has width " + std::to_string(width(b.element_type())) +
+                                 ", host type has " + std::to_string(sizeof(T)));
+  }
+  std::vector<T> out(static_cast<size_t>(ir::numel(b.dimensions())));
+  // Never pass dst == nullptr (an empty vector's data()): PJRT reads that as a
+  // size query that returns no event, and Buffer::to_host would await a null
+  // event (see roundtrip_zero_size).
+  T dummy{};
+  b.to_host(out.empty() ? &dummy : out.data(), out.size() * sizeof(T));
+  return out;
+}
+
+std::unique_ptr<pj::Executable> compile(const Graph& g) {
+  std::string text = g.to_mlir();
+  try {
+    auto exe = env.client->compile(text);
+    CHECK_EQ(exe->num_outputs(), g.num_outputs());
+    return exe;
+  } catch (const pj::Error& e) {
+    throw Failure(std::string(e.what()) + "\n--- module ---\n" + text);
+  }
+}
+
+std::vector<std::unique_ptr<pj::Buffer>> execute(const pj::Executable& exe,
+                                                 const std::vector<const pj::Buffer*>& args) {
+  std::vector<PJRT_Buffer*> raw;
+  for (const pj::Buffer* b : args) raw.push_back(b->raw());
+  auto out = exe.execute(env.device, raw);
+  CHECK_EQ(out.size(), exe.num_outputs());
+  for (auto& b : out) CHECK(b != nullptr && b->raw() != nullptr);
+  return out;
+}
+
+// Compiles and runs `g` once.
+std::vector<std::unique_ptr<pj::Buffer>> run(const Graph& g, const std::vector<const pj::Buffer*>& args) {
+  CHECK_EQ(args.size(), g.num_parameters());
+  auto exe = compile(g);
+  return execute(*exe, args);  // outputs outlive the executable on purpose
+}
+
+uint16_t bf16_bits(float f) {  // round to nearest even, finite inputs only
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float bf16_value(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+Value param(Graph& g, DType d, Shape s) { return g.parameter(Type{d, std::move(s)}); }
+
+// ------------------------------------------------------------------ ir cases
+
+void ir_types() {
+  CHECK_EQ(std::string(ir::mlir_name(DType::Pred)), std::string("i1"));
+  CHECK_EQ(std::string(ir::mlir_name(DType::U8)), std::string("ui8"));
+  CHECK_EQ(std::string(ir::mlir_name(DType::S64)), std::string("i64"));
+  CHECK_EQ(std::string(ir::mlir_name(DType::BF16)), std::string("bf16"));
+  CHECK_EQ(ir::byte_width(DType::Pred), 1);
+  CHECK_EQ(ir::byte_width(DType::BF16), 2);
+  CHECK_EQ(ir::byte_width(DType::F32), 4);
+  CHECK_EQ(ir::byte_width(DType::U64), 8);
+  CHECK(ir::is_floating(DType::BF16) && !ir::is_floating(DType::S32));
+  CHECK(ir::is_unsigned(DType::U16) && !ir::is_unsigned(DType::S16) && !ir::is_unsigned(DType::Pred));
+  CHECK_EQ(ir::numel({}), int64_t{1});
+  CHECK_EQ(ir::numel({2, 0, 3}), int64_t{0});
+  CHECK_EQ(ir::numel({2, 3, 4}), int64_t{24});
+  CHECK_EQ((Type{DType::F32, {2, 3}}.mlir()), std::string("tensor<2x3xf32>"));
+  CHECK_EQ((Type{DType::Pred, {}}.mlir()), std::string("tensor<i1>"));
+  CHECK((Type{DType::F32, {2}} == Type{DType::F32, {2}}));
+  CHECK(!(Type{DType::F32, {2}} == Type{DType::S32, {2}}));
+  // Every dtype maps onto the PJRT element type of the same width.
+  for (int d = 0; d <= static_cast<int>(DType::F64); ++d) {
+    auto dt = static_cast<DType>(d);
+    CHECK_EQ(width(element_type(dt)), static_cast<size_t>(ir::byte_width(dt)));
+  }
+}
+
+void ir_graph_text() {
+  Graph g;
+  Value a = param(g, DType::F32, {2, 3});
+  Value b = param(g, DType::F32, {2, 3});
+  Value s = ir::binary(g, "stablehlo.add", a, b);
+  Value z = ir::constant(g, DType::F32, 0.0);
+  Value r = ir::reduce(g, s, z, {1}, ir::Combiner::Add);
+  g.add_output(r);
+  g.add_output(a);  // a parameter as an output
+  CHECK_EQ(g.num_parameters(), size_t{2});
+  CHECK_EQ(g.num_outputs(), size_t{2});
+  CHECK_EQ(g.size(), size_t{5});
+  CHECK_EQ(g.type(r), (Type{DType::F32, {2}}));
+  std::string t = g.to_mlir();
+  CHECK_CONTAINS(t, "func.func public @main(%arg0: tensor<2x3xf32>, %arg1: tensor<2x3xf32>) -> (tensor<2xf32>, tensor<2x3xf32>)");
+  CHECK_CONTAINS(t, "%2 = \"stablehlo.add\"(%arg0, %arg1) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>");
+  CHECK_CONTAINS(t, "value = dense<0x00000000> : tensor<f32>");
+  CHECK_CONTAINS(t, "^bb0(%lhs: tensor<f32>, %rhs: tensor<f32>)");
+  CHECK_CONTAINS(t, "{dimensions = array<i64: 1>}");
+  CHECK_CONTAINS(t, "\"func.return\"(%4, %arg0) : (tensor<2xf32>, tensor<2x3xf32>) -> ()");
+}
+
+Graph key_graph(int64_t start, DType dtype, bool second_output) {
+  Graph g;
+  Value x = param(g, dtype, {8});
+  Value s = ir::slice(g, x, {start}, {start + 4});
+  g.add_output(s);
+  if (second_output) g.add_output(x);
+  return g;
+}
+
+void ir_key() {
+  std::string k = key_graph(1, DType::F32, false).key();
+  CHECK_EQ(key_graph(1, DType::F32, false).key(), k);
+  CHECK(key_graph(2, DType::F32, false).key() != k);  // attribute differs
+  CHECK(key_graph(1, DType::S32, false).key() != k);  // dtype differs
+  CHECK(key_graph(1, DType::F32, true).key() != k);   // outputs differ
+  Graph a, b;
+  Value xa = param(a, DType::F32, {4});
+  Value xb = param(b, DType::F32, {4});
+  a.add_output(ir::reduce(a, xa, ir::constant(a, DType::F32, 0), {0}, ir::Combiner::Add));
+  b.add_output(ir::reduce(b, xb, ir::constant(b, DType::F32, 0), {0}, ir::Combiner::Max));
+  CHECK(a.key() != b.key());  // combiner differs
+}
+
+void ir_errors() {
+  Graph g;
+  Value x = param(g, DType::F32, {2, 3});
+  Value y = param(g, DType::S32, {2, 3});
+  std::string m = EXPECT_THROW(std::logic_error, [&] { g.add("stablehlo.abs", {Value{7}}, g.type(x)); });
+  CHECK_CONTAINS(m, "stablehlo.abs");
+  EXPECT_THROW(std::logic_error, [&] { g.add("stablehlo.abs", {Value{}}, g.type(x)); });
+  m = EXPECT_THROW(std::invalid_argument, [&] { ir::reshape(g, x, {5}); });
+  CHECK_CONTAINS(m, "element count");
+  EXPECT_THROW(std::invalid_argument, [&] { ir::binary(g, "stablehlo.add", x, y); });
+  EXPECT_THROW(std::invalid_argument, [&] { ir::compare(g, x, y, ir::Compare::LT); });
+  EXPECT_THROW(std::invalid_argument, [&] { ir::broadcast_in_dim(g, x, {4, 2, 3}, {1}); });
+  EXPECT_THROW(std::invalid_argument, [&] { ir::broadcast_to(g, x, {3}); });
+  CHECK_EQ(g.size(), size_t{2});  // nothing was added by the failed builders
+}
+
+void ir_identity_folds() {
+  Graph g;
+  Value x = param(g, DType::F32, {2, 3});
+  CHECK_EQ(ir::convert(g, x, DType::F32).id, x.id);
+  CHECK_EQ(ir::reshape(g, x, {2, 3}).id, x.id);
+  CHECK_EQ(ir::transpose(g, x, {0, 1}).id, x.id);
+  CHECK_EQ(ir::slice(g, x, {0, 0}, {2, 3}).id, x.id);
+  CHECK_EQ(ir::broadcast_in_dim(g, x, {2, 3}, {0, 1}).id, x.id);
+  CHECK_EQ(ir::broadcast_to(g, x, {2, 3}).id, x.id);
+  CHECK_EQ(g.size(), size_t{1});
+  CHECK_EQ(g.type(ir::transpose(g, x, {1, 0})), (Type{DType::F32, {3, 2}}));
+  CHECK_EQ(g.type(ir::slice(g, x, {0, 1}, {2, 3}, {1, 2})), (Type{DType::F32, {2, 1}}));
+  CHECK_EQ(g.type(ir::broadcast_to(g, x, {4, 2, 3})), (Type{DType::F32, {4, 2, 3}}));
+}
+
+// ------------------------------------------------------------------ plugin / client cases
+
+void plugin_api_version() {
+  CHECK_EQ(env.plugin->api_major(), PJRT_API_MAJOR);
+  CHECK(env.plugin->api_minor() > 0);
+  CHECK(env.plugin->api_minor() < 10000);
+  CHECK(env.plugin->api() != nullptr);
+  CHECK_EQ(env.plugin->path(), env.plugin_path);
+  CHECK(env.plugin->has_entry(offsetof(PJRT_Api, PJRT_Client_Create)));
+  CHECK(env.plugin->has_entry(offsetof(PJRT_Api, PJRT_LoadedExecutable_Execute)));
+  CHECK(!env.plugin->has_entry(env.plugin->api()->struct_size));
+  CHECK(!env.plugin->has_entry(size_t{1} << 20));
+  std::printf("  (plugin PJRT API %d.%d, header %d.%d)\n", env.plugin->api_major(), env.plugin->api_minor(),
+              PJRT_API_MAJOR, PJRT_API_MINOR);
+}
+
+void plugin_load_twice() {
+  auto a = pj::Plugin::load(env.plugin_path);
+  auto b = pj::Plugin::load(env.plugin_path);
+  CHECK(a.get() == b.get());
+  CHECK(a.get() == env.plugin.get());
+  CHECK(a->api() == env.plugin->api());
+}
+
+size_t thread_count() {
+  size_t n = 0;
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(dir)) n += e->d_name[0] != '.';
+    closedir(dir);
+  }
+  return n;
+}
+
+void client_info() {
+  const pj::Client& c = *env.client;
+  CHECK(c.plugin().get() == env.plugin.get());
+  CHECK_EQ(c.platform_name(), std::string("cpu"));
+  CHECK(!c.platform_version().empty());
+  CHECK(!c.devices().empty());
+  for (size_t i = 0; i < c.devices().size(); ++i) {
+    CHECK(c.devices()[i].device != nullptr);
+    CHECK(!c.devices()[i].kind.empty());
+    for (size_t j = 0; j < i; ++j) CHECK(c.devices()[i].id != c.devices()[j].id);
+  }
+  // A second client on the same plugin is independent and destroys cleanly.
+  // (LeakSanitizer cannot see a client that is never destroyed: its worker
+  // threads keep it reachable. Its threads going away shows that it was.)
+  size_t threads_before = thread_count();
+  auto other = pj::Client::create(env.plugin);
+  CHECK_EQ(other->platform_name(), c.platform_name());
+  CHECK_EQ(other->devices().size(), c.devices().size());
+  size_t threads_with_two = thread_count();
+  other.reset();
+  size_t threads_after = thread_count();
+  std::printf("  (threads: %zu with one client, %zu with two, %zu after destroying one)\n", threads_before,
+              threads_with_two, threads_after);
+  CHECK(threads_with_two > threads_before);
+  CHECK(threads_after <= threads_before);
+}
+
+template <typename T>
+void check_roundtrip(const std::vector<T>& data, DType dtype, const Shape& dims) {
+  auto b = upload(data, dtype, dims);
+  CHECK_EQ(b->element_type(), element_type(dtype));
+  CHECK_EQ(b->dimensions(), dims);
+  CHECK_EQ(b->on_device_size(), data.size() * sizeof(T));
+  b->ready_event()->await();
+  CHECK(b->ready_event()->is_ready());
+  std::vector<T> back(data.size(), T{});
+  auto ev = b->to_host_async(back.data(), back.size() * sizeof(T));
+  ev->await();
+  CHECK(ev->is_ready());
+  CHECK_EQ(back, data);
+  CHECK_EQ(download<T>(*b), data);  // a second download of the same buffer
+}
+
+void roundtrip_f32() {
+  std::vector<float> v{0.0f, -0.0f, 1.5f, -2.25f, 3.4028235e38f, 1e-45f,
+                       std::numeric_limits<float>::infinity(), 6.0f};
+  check_roundtrip(v, DType::F32, {2, 4});
+  check_roundtrip(std::vector<float>{42.5f}, DType::F32, {});  // rank 0
+  // NaN payload survives bit-exactly.
+  std::vector<uint32_t> nan_bits{0x7fc00001u, 0xffc12345u};
+  std::vector<float> nans(2);
+  std::memcpy(nans.data(), nan_bits.data(), 8);
+  auto b = upload(nans, DType::F32, {2});
+  auto back = download<uint32_t>(*b);
+  CHECK_EQ(back, nan_bits);
+}
+
+void roundtrip_bf16() {
+  std::vector<uint16_t> v{bf16_bits(1.0f), bf16_bits(-2.5f), bf16_bits(3.140625f), 0x7f80, 0x0001, 0x8000};
+  check_roundtrip(v, DType::BF16, {3, 2});
+  CHECK_EQ(bf16_value(v[2]), 3.140625f);
+}
+
+void roundtrip_i64() {
+  std::vector<int64_t> v{0, -1, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(),
+                         int64_t{1} << 40, -123456789012345};
+  check_roundtrip(v, DType::S64, {6});
+  check_roundtrip(std::vector<int64_t>(1000, 7), DType::S64, {10, 10, 10});
+}
+
+void roundtrip_pred() {
+  std::vector<uint8_t> v{1, 0, 0, 1, 1};
+  check_roundtrip(v, DType::Pred, {5});
+  CHECK_EQ(upload(v, DType::Pred, {5})->on_device_size(), size_t{5});  // one byte per element
+}
+
+void roundtrip_zero_size() {
+  std::vector<float> empty;
+  auto b = upload(empty, DType::F32, {0, 3});
+  CHECK_EQ(b->dimensions(), (Shape{0, 3}));
+  CHECK_EQ(b->on_device_size(), size_t{0});
+  // Copies out through a non-null pointer. (to_host(nullptr, 0) crashes: the
+  // plugin treats a null dst as a size query and returns no event, which
+  // Event::await then dereferences.)
+  CHECK_EQ(download<float>(*b).size(), size_t{0});
+}
+
+// ------------------------------------------------------------------ op cases
+
+void op_broadcast_in_dim() {
+  Graph g;
+  Value x = param(g, DType::F32, {3});
+  g.add_output(ir::broadcast_in_dim(g, x, {2, 3}, {1}));
+  g.add_output(ir::broadcast_in_dim(g, x, {3, 2}, {0}));
+  g.add_output(ir::full(g, DType::F32, 2.5, {2, 2}));
+  g.add_output(ir::broadcast_to(g, x, {2, 1, 3}));
+  auto in = upload(std::vector<float>{1, 2, 3}, DType::F32, {3});
+  auto out = run(g, {in.get()});
+  CHECK_EQ(out[0]->dimensions(), (Shape{2, 3}));
+  CHECK_CLOSE(download<float>(*out[0]), {1, 2, 3, 1, 2, 3});
+  CHECK_EQ(out[1]->dimensions(), (Shape{3, 2}));
+  CHECK_CLOSE(download<float>(*out[1]), {1, 1, 2, 2, 3, 3});
+  CHECK_CLOSE(download<float>(*out[2]), {2.5, 2.5, 2.5, 2.5});
+  CHECK_EQ(out[3]->dimensions(), (Shape{2, 1, 3}));
+  CHECK_CLOSE(download<float>(*out[3]), {1, 2, 3, 1, 2, 3});
+}
+
+void op_elementwise() {
+  Graph g;
+  Value a = param(g, DType::F32, {2, 2});
+  Value b = param(g, DType::F32, {2, 2});
+  Value i = param(g, DType::S64, {3});
+  Value j = param(g, DType::S64, {3});
+  g.add_output(ir::binary(g, "stablehlo.add", a, b));
+  g.add_output(ir::binary(g, "stablehlo.multiply", a, b));
+  g.add_output(ir::unary(g, "stablehlo.negate", a));
+  g.add_output(ir::binary(g, "stablehlo.add", i, j));
+  auto ba = upload(std::vector<float>{1, 2, 3, 4}, DType::F32, {2, 2});
+  auto bb = upload(std::vector<float>{0.5, -2, 10, 0.25}, DType::F32, {2, 2});
+  auto bi = upload(std::vector<int64_t>{1, -5, int64_t{1} << 40}, DType::S64, {3});
+  auto bj = upload(std::vector<int64_t>{2, 3, 1}, DType::S64, {3});
+  auto out = run(g, {ba.get(), bb.get(), bi.get(), bj.get()});
+  CHECK_CLOSE(download<float>(*out[0]), {1.5, 0, 13, 4.25});
+  CHECK_CLOSE(download<float>(*out[1]), {0.5, -4, 30, 1});
+  CHECK_CLOSE(download<float>(*out[2]), {-1, -2, -3, -4});
+  CHECK_EQ(download<int64_t>(*out[3]), (std::vector<int64_t>{3, -2, (int64_t{1} << 40) + 1}));
+}
+
+void op_reduce() {
+  Graph g;
+  Value x = param(g, DType::F32, {2, 3});
+  Value n = param(g, DType::S64, {4});
+  Value zero = ir::constant(g, DType::F32, 0.0);
+  g.add_output(ir::reduce(g, x, zero, {1}, ir::Combiner::Add));
+  g.add_output(ir::reduce(g, x, zero, {0, 1}, ir::Combiner::Add));
+  // Several reductions in one function: each region reuses the same names.
+  g.add_output(ir::reduce(g, x, ir::constant(g, DType::F32, -INFINITY), {0}, ir::Combiner::Max));
+  g.add_output(ir::reduce(g, n, ir::constant_int(g, DType::S64, 0), {0}, ir::Combiner::Add));
+  g.add_output(ir::reduce(g, n, ir::constant_int(g, DType::S64, 1), {0}, ir::Combiner::Mul));
+  auto bx = upload(std::vector<float>{1, 2, 3, 4, -5, 6.5}, DType::F32, {2, 3});
+  auto bn = upload(std::vector<int64_t>{3, -2, 5, 1000000}, DType::S64, {4});
+  auto out = run(g, {bx.get(), bn.get()});
+  CHECK_EQ(out[0]->dimensions(), (Shape{2}));
+  CHECK_CLOSE(download<float>(*out[0]), {6, 5.5});
+  CHECK_EQ(out[1]->dimensions(), (Shape{}));
+  CHECK_CLOSE(download<float>(*out[1]), {11.5});
+  CHECK_CLOSE(download<float>(*out[2]), {4, 2, 6.5});
+  CHECK_EQ(download<int64_t>(*out[3]), (std::vector<int64_t>{1000006}));
+  CHECK_EQ(download<int64_t>(*out[4]), (std::vector<int64_t>{-30000000}));
+}
+
+void op_dot_general() {
+  Graph g;
+  Value a = param(g, DType::F32, {2, 3});
+  Value b = param(g, DType::F32, {3, 2});
+  Value p = param(g, DType::F32, {2, 2, 3});
+  Value q = param(g, DType::F32, {2, 3, 1});
+  g.add_output(ir::dot_general(g, a, b, {}, {}, {1}, {0}, DType::F32));        // a @ b
+  g.add_output(ir::dot_general(g, a, a, {}, {}, {1}, {1}, DType::F32));        // a @ a^T
+  g.add_output(ir::dot_general(g, p, q, {0}, {0}, {2}, {1}, DType::F32));      // batched
+  CHECK_EQ(g.type(Value{static_cast<int>(g.size()) - 1}), (Type{DType::F32, {2, 2, 1}}));
+  std::vector<float> va{1, 2, 3, 4, 5, 6}, vb{7, 8, 9, 10, 11, 12};
+  std::vector<float> vp{1, 2, 3, 4, 5, 6, -1, 0, 1, 2, 0.5, 0}, vq{1, 1, 1, 2, 0, -1};
+  auto ba = upload(va, DType::F32, {2, 3});
+  auto bb = upload(vb, DType::F32, {3, 2});
+  auto bp = upload(vp, DType::F32, {2, 2, 3});
+  auto bq = upload(vq, DType::F32, {2, 3, 1});
+  auto out = run(g, {ba.get(), bb.get(), bp.get(), bq.get()});
+  CHECK_EQ(out[0]->dimensions(), (Shape{2, 2}));
+  CHECK_CLOSE(download<float>(*out[0]), {58, 64, 139, 154});
+  CHECK_CLOSE(download<float>(*out[1]), {14, 32, 32, 77});
+  // batch 0: [[1,2,3],[4,5,6]] @ [1,1,1]^T = [6, 15]; batch 1: [[-1,0,1],[2,.5,0]] @ [2,0,-1]^T = [-3, 4]
+  CHECK_CLOSE(download<float>(*out[2]), {6, 15, -3, 4});
+}
+
+void op_transpose() {
+  Graph g;
+  Value x = param(g, DType::S32, {2, 3, 4});
+  g.add_output(ir::transpose(g, x, {2, 0, 1}));
+  std::vector<int32_t> v(24);
+  for (int i = 0; i < 24; ++i) v[i] = i;
+  auto bx = upload(v, DType::S32, {2, 3, 4});
+  auto out = run(g, {bx.get()});
+  CHECK_EQ(out[0]->dimensions(), (Shape{4, 2, 3}));
+  std::vector<int32_t> want;
+  for (int k = 0; k < 4; ++k)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) want.push_back(i * 12 + j * 4 + k);
+  CHECK_EQ(download<int32_t>(*out[0]), want);
+}
+
+void op_slice() {
+  Graph g;
+  Value x = param(g, DType::F32, {10});
+  Value m = param(g, DType::F32, {3, 4});
+  g.add_output(ir::slice(g, x, {1}, {8}, {3}));
+  g.add_output(ir::slice(g, m, {1, 1}, {3, 3}));
+  std::vector<float> vx(10), vm(12);
+  for (int i = 0; i < 10; ++i) vx[i] = static_cast<float>(i * 10);
+  for (int i = 0; i < 12; ++i) vm[i] = static_cast<float>(i);
+  auto bx = upload(vx, DType::F32, {10});
+  auto bm = upload(vm, DType::F32, {3, 4});
+  auto out = run(g, {bx.get(), bm.get()});
+  CHECK_EQ(out[0]->dimensions(), (Shape{3}));
+  CHECK_CLOSE(download<float>(*out[0]), {10, 40, 70});
+  CHECK_EQ(out[1]->dimensions(), (Shape{2, 2}));
+  CHECK_CLOSE(download<float>(*out[1]), {5, 6, 9, 10});
+}
+
+void op_dynamic_slice() {
+  Graph g;
+  Value x = param(g, DType::F32, {8});
+  Value off = param(g, DType::S64, {});
+  Value m = param(g, DType::S32, {4, 4});
+  Value r = param(g, DType::S32, {});
+  Value c = param(g, DType::S32, {});
+  g.add_output(ir::dynamic_slice(g, x, {off}, {3}));
+  g.add_output(ir::dynamic_slice(g, m, {r, c}, {2, 2}));
+  auto exe = compile(g);
+  std::vector<float> vx{0, 1, 2, 3, 4, 5, 6, 7};
+  std::vector<int32_t> vm(16);
+  for (int i = 0; i < 16; ++i) vm[i] = i;
+  auto bx = upload(vx, DType::F32, {8});
+  auto bm = upload(vm, DType::S32, {4, 4});
+  struct Probe { int64_t off; std::vector<float> want; int32_t r, c; std::vector<int32_t> want_m; };
+  // Start indices are clamped into range, as StableHLO specifies.
+  std::vector<Probe> probes{{2, {2, 3, 4}, 1, 2, {6, 7, 10, 11}},
+                            {0, {0, 1, 2}, 0, 0, {0, 1, 4, 5}},
+                            {7, {5, 6, 7}, 3, 3, {10, 11, 14, 15}},
+                            {-4, {0, 1, 2}, -1, 1, {1, 2, 5, 6}}};
+  for (const Probe& p : probes) {
+    auto boff = upload(std::vector<int64_t>{p.off}, DType::S64, {});
+    auto br = upload(std::vector<int32_t>{p.r}, DType::S32, {});
+    auto bc = upload(std::vector<int32_t>{p.c}, DType::S32, {});
+    auto out = execute(*exe, {bx.get(), boff.get(), bm.get(), br.get(), bc.get()});
+    CHECK_CLOSE(download<float>(*out[0]), p.want);
+    CHECK_EQ(download<int32_t>(*out[1]), p.want_m);
+  }
+}
+
+void op_dynamic_update_slice() {
+  Graph g;
+  Value x = param(g, DType::F32, {6});
+  Value u = param(g, DType::F32, {2});
+  Value off = param(g, DType::S64, {});
+  g.add_output(ir::dynamic_update_slice(g, x, u, {off}));
+  auto exe = compile(g);
+  auto bx = upload(std::vector<float>{0, 1, 2, 3, 4, 5}, DType::F32, {6});
+  auto bu = upload(std::vector<float>{-1, -2}, DType::F32, {2});
+  for (auto [o, want] : std::vector<std::pair<int64_t, std::vector<float>>>{
+           {3, {0, 1, 2, -1, -2, 5}}, {0, {-1, -2, 2, 3, 4, 5}}, {5, {0, 1, 2, 3, -1, -2}}}) {
+    auto boff = upload(std::vector<int64_t>{o}, DType::S64, {});
+    auto out = execute(*exe, {bx.get(), bu.get(), boff.get()});
+    CHECK_EQ(out[0]->dimensions(), (Shape{6}));
+    CHECK_CLOSE(download<float>(*out[0]), want);
+  }
+  CHECK_CLOSE(download<float>(*bx), {0, 1, 2, 3, 4, 5});  // the input is not modified
+}
+
+void op_pad() {
+  Graph g;
+  Value x = param(g, DType::F32, {2, 2});
+  Value y = param(g, DType::F32, {4});
+  Value pv = ir::constant(g, DType::F32, -1.0);
+  g.add_output(ir::pad(g, x, pv, {1, 0}, {0, 2}));
+  g.add_output(ir::pad(g, y, pv, {-1}, {2}));  // negative padding crops
+  auto bx = upload(std::vector<float>{1, 2, 3, 4}, DType::F32, {2, 2});
+  auto by = upload(std::vector<float>{5, 6, 7, 8}, DType::F32, {4});
+  auto out = run(g, {bx.get(), by.get()});
+  CHECK_EQ(out[0]->dimensions(), (Shape{3, 4}));
+  CHECK_CLOSE(download<float>(*out[0]), {-1, -1, -1, -1, 1, 2, -1, -1, 3, 4, -1, -1});
+  CHECK_EQ(out[1]->dimensions(), (Shape{5}));
+  CHECK_CLOSE(download<float>(*out[1]), {6, 7, 8, -1, -1});
+}
+
+void op_gather_1d() {
+  Graph g;
+  Value x = param(g, DType::F32, {5});
+  Value i2 = param(g, DType::S32, {2, 2});
+  Value i1 = param(g, DType::S64, {3});
+  g.add_output(ir::gather_1d(g, x, i2));
+  g.add_output(ir::gather_1d(g, x, i1));
+  auto bx = upload(std::vector<float>{10, 11, 12, 13, 14}, DType::F32, {5});
+  auto b2 = upload(std::vector<int32_t>{4, 0, 2, 2}, DType::S32, {2, 2});
+  auto b1 = upload(std::vector<int64_t>{1, 3, 1}, DType::S64, {3});
+  auto out = run(g, {bx.get(), b2.get(), b1.get()});
+  CHECK_EQ(out[0]->dimensions(), (Shape{2, 2}));
+  CHECK_CLOSE(download<float>(*out[0]), {14, 10, 12, 12});
+  CHECK_EQ(out[1]->dimensions(), (Shape{3}));
+  CHECK_CLOSE(download<float>(*out[1]), {11, 13, 11});
+}
+
+void op_scatter_1d() {
+  Graph g;
+  Value x = param(g, DType::F32, {5});
+  Value idx = param(g, DType::S64, {3});
+  Value upd = param(g, DType::F32, {3});
+  Value idx2 = param(g, DType::S32, {2, 2});
+  Value upd2 = param(g, DType::F32, {2, 2});
+  g.add_output(ir::scatter_1d(g, x, idx, upd));
+  g.add_output(ir::scatter_1d(g, x, idx2, upd2));
+  auto bx = upload(std::vector<float>{0, 1, 2, 3, 4}, DType::F32, {5});
+  auto bi = upload(std::vector<int64_t>{4, 0, 2}, DType::S64, {3});
+  auto bu = upload(std::vector<float>{10, 20, 30}, DType::F32, {3});
+  auto bi2 = upload(std::vector<int32_t>{1, 3, 0, 4}, DType::S32, {2, 2});
+  auto bu2 = upload(std::vector<float>{-1, -3, -0.5, -4}, DType::F32, {2, 2});
+  auto out = run(g, {bx.get(), bi.get(), bu.get(), bi2.get(), bu2.get()});
+  CHECK_CLOSE(download<float>(*out[0]), {20, 1, 30, 3, 10});
+  CHECK_CLOSE(download<float>(*out[1]), {-0.5, -1, 2, -3, -4});
+}
+
+void op_compare_select() {
+  Graph g;
+  Value a = param(g, DType::F32, {4});
+  Value b = param(g, DType::F32, {4});
+  Value si = param(g, DType::S32, {3});
+  Value sj = param(g, DType::S32, {3});
+  Value ui = param(g, DType::U32, {3});
+  Value uj = param(g, DType::U32, {3});
+  Value gt = ir::compare(g, a, b, ir::Compare::GT);
+  g.add_output(ir::select(g, gt, a, b));  // elementwise max
+  g.add_output(gt);
+  g.add_output(ir::compare(g, a, b, ir::Compare::EQ));
+  g.add_output(ir::compare(g, si, sj, ir::Compare::LT));  // signed
+  g.add_output(ir::compare(g, ui, uj, ir::Compare::LT));  // unsigned
+  g.add_output(ir::compare(g, a, b, ir::Compare::NE));
+  auto ba = upload(std::vector<float>{1, 5, -2, NAN}, DType::F32, {4});
+  auto bb = upload(std::vector<float>{3, 5, -4, 0}, DType::F32, {4});
+  auto bsi = upload(std::vector<int32_t>{-1, 2, 0}, DType::S32, {3});
+  auto bsj = upload(std::vector<int32_t>{1, 2, -7}, DType::S32, {3});
+  auto bui = upload(std::vector<uint32_t>{0xffffffffu, 1, 0}, DType::U32, {3});
+  auto buj = upload(std::vector<uint32_t>{1, 2, 0}, DType::U32, {3});
+  auto out = run(g, {ba.get(), bb.get(), bsi.get(), bsj.get(), bui.get(), buj.get()});
+  CHECK_CLOSE(download<float>(*out[0]), {3, 5, -2, 0});  // NaN > 0 is false -> picks b
+  CHECK_EQ(out[1]->element_type(), ElementType::Pred);
+  CHECK_EQ(download<uint8_t>(*out[1]), (std::vector<uint8_t>{0, 0, 1, 0}));
+  CHECK_EQ(download<uint8_t>(*out[2]), (std::vector<uint8_t>{0, 1, 0, 0}));
+  CHECK_EQ(download<uint8_t>(*out[3]), (std::vector<uint8_t>{1, 0, 0}));
+  CHECK_EQ(download<uint8_t>(*out[4]), (std::vector<uint8_t>{0, 1, 0}));
+  CHECK_EQ(download<uint8_t>(*out[5]), (std::vector<uint8_t>{1, 0, 1, 1}));
+}
+
+void op_convert() {
+  Graph g;
+  Value f = param(g, DType::F32, {4});
+  Value s = param(g, DType::S32, {3});
+  Value p = param(g, DType::Pred, {3});
+  g.add_output(ir::convert(g, f, DType::S32));
+  g.add_output(ir::convert(g, s, DType::F32));
+  g.add_output(ir::convert(g, f, DType::BF16));
+  g.add_output(ir::convert(g, p, DType::F32));
+  g.add_output(ir::convert(g, s, DType::S64));
+  g.add_output(ir::convert(g, f, DType::Pred));
+  auto bf = upload(std::vector<float>{1.7f, -1.7f, 2.5f, 1.00390625f}, DType::F32, {4});
+  auto bs = upload(std::vector<int32_t>{-3, 0, 16777217}, DType::S32, {3});
+  auto bp = upload(std::vector<uint8_t>{1, 0, 1}, DType::Pred, {3});
+  auto out = run(g, {bf.get(), bs.get(), bp.get()});
+  CHECK_EQ(download<int32_t>(*out[0]), (std::vector<int32_t>{1, -1, 2, 1}));  // truncation
+  CHECK_CLOSE(download<float>(*out[1]), {-3, 0, 16777216});                  // rounds to f32
+  CHECK_EQ(out[2]->element_type(), ElementType::BF16);
+  // 1.00390625 = 1 + 2^-8 is halfway between two bf16 values: ties to even -> 1.0
+  CHECK_EQ(download<uint16_t>(*out[2]),
+           (std::vector<uint16_t>{bf16_bits(1.7f), bf16_bits(-1.7f), bf16_bits(2.5f), bf16_bits(1.0f)}));
+  CHECK_CLOSE(download<float>(*out[3]), {1, 0, 1});
+  CHECK_EQ(download<int64_t>(*out[4]), (std::vector<int64_t>{-3, 0, 16777217}));
+  CHECK_EQ(download<uint8_t>(*out[5]), (std::vector<uint8_t>{1, 1, 1, 1}));
+}
+
+void op_iota() {
+  Graph g;
+  g.add_output(ir::iota(g, DType::S32, {2, 3}, 1));
+  g.add_output(ir::iota(g, DType::F32, {2, 3}, 0));
+  g.add_output(ir::iota(g, DType::S64, {5}, 0));
+  auto out = run(g, {});
+  CHECK_EQ(download<int32_t>(*out[0]), (std::vector<int32_t>{0, 1, 2, 0, 1, 2}));
+  CHECK_CLOSE(download<float>(*out[1]), {0, 0, 0, 1, 1, 1});
+  CHECK_EQ(download<int64_t>(*out[2]), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
+void op_bitcast_convert() {
+  Graph g;
+  Value f = param(g, DType::F32, {3});
+  Value u = param(g, DType::U32, {2});
+  g.add_output(ir::bitcast_convert(g, f, DType::S32, {3}));
+  g.add_output(ir::bitcast_convert(g, u, DType::F32, {2}));
+  auto bf = upload(std::vector<float>{1.0f, -2.0f, 0.0f}, DType::F32, {3});
+  auto bu = upload(std::vector<uint32_t>{0x40490fdbu, 0x7f800000u}, DType::U32, {2});
+  auto out = run(g, {bf.get(), bu.get()});
+  CHECK_EQ(download<int32_t>(*out[0]), (std::vector<int32_t>{0x3f800000, static_cast<int32_t>(0xc0000000u), 0}));
+  CHECK_CLOSE(download<float>(*out[1]), {3.14159274f, INFINITY});
+}
+
+void op_constants() {
+  // Constants are rendered as exact hex bit patterns; check what XLA parsed.
+  Graph g;
+  g.add_output(ir::constant(g, DType::F32, 0.1));
+  g.add_output(ir::constant(g, DType::F64, 0.1));
+  g.add_output(ir::constant(g, DType::BF16, 1.0 / 3.0));
+  g.add_output(ir::full(g, DType::F16, 0.1, {2}));
+  g.add_output(ir::constant(g, DType::F16, 65519.0));   // rounds down to max half
+  g.add_output(ir::constant(g, DType::F16, 65520.0));   // tie rounds to even = inf
+  g.add_output(ir::constant(g, DType::F16, 1e-7));      // subnormal
+  g.add_output(ir::constant(g, DType::F16, -2.0));
+  g.add_output(ir::constant(g, DType::F32, NAN));
+  g.add_output(ir::constant_int(g, DType::S64, -(int64_t{1} << 40)));
+  g.add_output(ir::constant_int(g, DType::U8, 255));
+  g.add_output(ir::constant_int(g, DType::Pred, 1));
+  g.add_output(ir::constant_int(g, DType::F32, 3));
+  g.add_output(ir::constant(g, DType::Pred, 0.0));
+  auto out = run(g, {});
+  CHECK_EQ(download<float>(*out[0])[0], 0.1f);
+  CHECK_EQ(download<double>(*out[1])[0], 0.1);
+  CHECK_EQ(download<uint16_t>(*out[2]), (std::vector<uint16_t>{0x3eab}));
+  CHECK_EQ(download<uint16_t>(*out[3]), (std::vector<uint16_t>{0x2e66, 0x2e66}));
+  CHECK_EQ(download<uint16_t>(*out[4]), (std::vector<uint16_t>{0x7bff}));
+  CHECK_EQ(download<uint16_t>(*out[5]), (std::vector<uint16_t>{0x7c00}));
+  CHECK_EQ(download<uint16_t>(*out[6]), (std::vector<uint16_t>{0x0002}));
+  CHECK_EQ(download<uint16_t>(*out[7]), (std::vector<uint16_t>{0xc000}));
+  CHECK(std::isnan(download<float>(*out[8])[0]));
+  CHECK_EQ(download<int64_t>(*out[9]), (std::vector<int64_t>{-(int64_t{1} << 40)}));
+  CHECK_EQ(download<uint8_t>(*out[10]), (std::vector<uint8_t>{255}));
+  CHECK_EQ(download<uint8_t>(*out[11]), (std::vector<uint8_t>{1}));
+  CHECK_EQ(download<float>(*out[12]), (std::vector<float>{3}));
+  CHECK_EQ(download<uint8_t>(*out[13]), (std::vector<uint8_t>{0}));
+}
+
+void op_shape_ops() {
+  Graph g;
+  Value x = param(g, DType::F32, {2, 3});
+  Value y = param(g, DType::F32, {1, 3});
+  g.add_output(ir::reshape(g, x, {3, 2}));
+  g.add_output(ir::concatenate(g, {x, y, x}, 0));
+  g.add_output(ir::concatenate(g, {x, x}, 1));
+  auto bx = upload(std::vector<float>{1, 2, 3, 4, 5, 6}, DType::F32, {2, 3});
+  auto by = upload(std::vector<float>{7, 8, 9}, DType::F32, {1, 3});
+  auto out = run(g, {bx.get(), by.get()});
+  CHECK_EQ(out[0]->dimensions(), (Shape{3, 2}));
+  CHECK_CLOSE(download<float>(*out[0]), {1, 2, 3, 4, 5, 6});
+  CHECK_EQ(out[1]->dimensions(), (Shape{5, 3}));
+  CHECK_CLOSE(download<float>(*out[1]), {1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6});
+  CHECK_EQ(out[2]->dimensions(), (Shape{2, 6}));
+  CHECK_CLOSE(download<float>(*out[2]), {1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6});
+}
+
+// A program using most builders at once (also used by the serialize case).
+Graph composite_graph() {
+  Graph g;
+  Value x = param(g, DType::F32, {4});
+  Value off = param(g, DType::S64, {});
+  Value w = param(g, DType::F32, {4, 2});
+  Value idx = ir::iota(g, DType::S32, {4}, 0);
+  Value rev = ir::binary(g, "stablehlo.subtract", ir::broadcast_in_dim(g, ir::constant_int(g, DType::S32, 3), {4}, {}), idx);
+  Value xr = ir::gather_1d(g, x, rev);                                       // x reversed
+  Value h = ir::dot_general(g, ir::reshape(g, xr, {1, 4}), w, {}, {}, {1}, {0}, DType::F32);  // [1,2]
+  Value ht = ir::transpose(g, h, {1, 0});                                    // [2,1]
+  Value padded = ir::pad(g, ir::reshape(g, ht, {2}), ir::constant(g, DType::F32, 0), {1}, {1});  // [4]
+  Value d = ir::dynamic_slice(g, x, {off}, {2});
+  Value upd = ir::dynamic_update_slice(g, padded, d, {off});
+  Value pos = ir::compare(g, upd, ir::full(g, DType::F32, 0, {4}), ir::Compare::GT);
+  Value relu = ir::select(g, pos, upd, ir::full(g, DType::F32, 0, {4}));
+  Value sum = ir::reduce(g, relu, ir::constant(g, DType::F32, 0), {0}, ir::Combiner::Add);
+  g.add_output(relu);
+  g.add_output(ir::convert(g, sum, DType::S32));
+  g.add_output(ir::bitcast_convert(g, sum, DType::U32, {}));
+  return g;
+}
+
+void check_composite(const pj::Executable& exe) {
+  auto bx = upload(std::vector<float>{1, -2, 3, 4}, DType::F32, {4});
+  auto boff = upload(std::vector<int64_t>{2}, DType::S64, {});
+  auto bw = upload(std::vector<float>{1, 0, 0, 1, 1, 1, -1, 2}, DType::F32, {4, 2});
+  auto out = execute(exe, {bx.get(), boff.get(), bw.get()});
+  // xr = [4, 3, -2, 1]; h = xr @ w = [4 - 2 - 1, 3 - 2 + 2] = [1, 3];
+  // padded = [0, 1, 3, 0]; d = x[2:4] = [3, 4]; upd = [0, 1, 3, 4]; relu = same; sum = 8
+  CHECK_CLOSE(download<float>(*out[0]), {0, 1, 3, 4});
+  CHECK_EQ(download<int32_t>(*out[1]), (std::vector<int32_t>{8}));
+  CHECK_EQ(download<uint32_t>(*out[2]), (std::vector<uint32_t>{0x41000000u}));
+}
+
+void executable_composite_and_reuse() {
+  Graph g = composite_graph();
+  auto exe = compile(g);
+  CHECK_EQ(exe->num_outputs(), size_t{3});
+  for (int i = 0; i < 3; ++i) check_composite(*exe);
+  // Outputs stay valid after their executable is destroyed.
+  auto bx = upload(std::vector<float>{1, 1, 1, 1}, DType::F32, {4});
+  auto boff = upload(std::vector<int64_t>{0}, DType::S64, {});
+  auto bw = upload(std::vector<float>(8, 1), DType::F32, {4, 2});
+  auto out = execute(*exe, {bx.get(), boff.get(), bw.get()});
+  exe.reset();
+  out[0]->ready_event()->await();
+  CHECK_CLOSE(download<float>(*out[0]), {1, 1, 4, 0});
+}
+
+void executable_serialize_roundtrip() {
+  Graph g = composite_graph();
+  auto exe = compile(g);
+  std::string bytes = exe->serialize();
+  CHECK(bytes.size() > 16);
+  CHECK_EQ(exe->serialize().size(), bytes.size());
+  auto again = env.client->deserialize(bytes);
+  CHECK_EQ(again->num_outputs(), exe->num_outputs());
+  exe.reset();  // the deserialized copy is independent of the original
+  check_composite(*again);
+  // The same bytes load again into a second, independent executable.
+  // (Re-serializing a *deserialized* XLA:CPU executable is not checked: this
+  // plugin then emits a smaller blob without the compiled kernels, whose
+  // execution fails with "Function select_select_fusion not found".)
+  auto third = env.client->deserialize(bytes);
+  again.reset();
+  check_composite(*third);
+}
+
+// ------------------------------------------------------------------ error paths
+
+void error_invalid_mlir() {
+  int code = -1;
+  std::string m = EXPECT_THROW(pj::Error, [&] { env.client->compile("this is not MLIR"); }, &code);
+  CHECK(m.rfind("XLA compilation failed: ", 0) == 0);
+  CHECK(m.size() > std::strlen("XLA compilation failed: ") + 5);  // carries the plugin's message
+  CHECK(code != 0);
+  // Well-formed text, ill-typed program: add of f32 and i32 (bypasses ir::binary's check).
+  Graph g;
+  Value a = param(g, DType::F32, {2});
+  Value b = param(g, DType::S32, {2});
+  g.add_output(g.add("stablehlo.add", {a, b}, Type{DType::F32, {2}}));
+  m = EXPECT_THROW(pj::Error, [&] { env.client->compile(g.to_mlir()); }, &code);
+  CHECK(m.rfind("XLA compilation failed: ", 0) == 0);
+  CHECK(code != 0);
+  // The client is still usable afterwards.
+  Graph ok;
+  ok.add_output(ir::iota(ok, DType::S32, {3}, 0));
+  CHECK_EQ(download<int32_t>(*run(ok, {})[0]), (std::vector<int32_t>{0, 1, 2}));
+  std::printf("  (plugin says: %s)\n", m.substr(0, 160).c_str());
+}
+
+void error_load_missing() {
+  int code = -1;
+  std::string path = "/nonexistent/dir/libno_such_pjrt_plugin.so";
+  std::string m = EXPECT_THROW(pj::Error, [&] { pj::Plugin::load(path); }, &code);
+  CHECK_CONTAINS(m, "cannot load PJRT plugin");
+  CHECK_CONTAINS(m, path);
+  CHECK_CONTAINS(m, "No such file");  // dlerror's reason is kept
+  CHECK_EQ(code, static_cast<int>(PJRT_Error_Code_NOT_FOUND));
+  // A failed load is not cached: it fails the same way again.
+  std::string m2 = EXPECT_THROW(pj::Error, [&] { pj::Plugin::load(path); });
+  CHECK_EQ(m2, m);
+}
+
+void error_load_not_a_plugin_libc() {
+  int code = -1;
+  std::string m = EXPECT_THROW(pj::Error, [&] { pj::Plugin::load("libc.so.6"); }, &code);
+  CHECK_CONTAINS(m, "is not a PJRT plugin");
+  CHECK_CONTAINS(m, "GetPjrtApi");
+  CHECK_EQ(code, static_cast<int>(PJRT_Error_Code_INVALID_ARGUMENT));
+}
+
+void error_load_not_a_plugin_text_file() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/test_pjrt_not_a_plugin_XXXXXX.so";
+  std::vector<char> name(path.begin(), path.end());
+  name.push_back('\0');
+  int fd = mkstemps(name.data(), 3);
+  CHECK(fd >= 0);
+  const char text[] = "this is a text file, not a shared object\n";
+  CHECK(write(fd, text, sizeof(text) - 1) == static_cast<ssize_t>(sizeof(text) - 1));
+  close(fd);
+  path = name.data();
+  int code = -1;
+  std::string m;
+  try {
+    m = EXPECT_THROW(pj::Error, [&] { pj::Plugin::load(path); }, &code);
+  } catch (...) {
+    unlink(path.c_str());
+    throw;
+  }
+  unlink(path.c_str());
+  CHECK_CONTAINS(m, "cannot load PJRT plugin");
+  CHECK_CONTAINS(m, path);
+  CHECK_EQ(code, static_cast<int>(PJRT_Error_Code_NOT_FOUND));
+}
+
+void error_wrong_argument_count() {
+  Graph g;
+  Value a = param(g, DType::F32, {2});
+  Value b = param(g, DType::F32, {2});
+  g.add_output(ir::binary(g, "stablehlo.add", a, b));
+  auto exe = compile(g);
+  auto ba = upload(std::vector<float>{1, 2}, DType::F32, {2});
+  auto bb = upload(std::vector<float>{3, 4}, DType::F32, {2});
+  auto bc = upload(std::vector<float>{5, 6}, DType::F32, {2});
+  std::string m = EXPECT_THROW(pj::Error, [&] { exe->execute(env.device, {ba->raw()}); });
+  CHECK_CONTAINS(m, "PJRT_LoadedExecutable_Execute: ");
+  std::printf("  (plugin says: %s)\n", m.substr(0, 160).c_str());
+  EXPECT_THROW(pj::Error, [&] { exe->execute(env.device, {ba->raw(), bb->raw(), bc->raw()}); });
+  EXPECT_THROW(pj::Error, [&] { exe->execute(env.device, {}); });
+  // The executable still works with the right arguments.
+  auto out = execute(*exe, {ba.get(), bb.get()});
+  CHECK_CLOSE(download<float>(*out[0]), {4, 6});
+}
+
+void error_deserialize_garbage() {
+  std::string m = EXPECT_THROW(pj::Error, [&] { env.client->deserialize("definitely not an executable"); });
+  CHECK_CONTAINS(m, "PJRT_Executable_DeserializeAndLoad: ");
+  CHECK(m.size() > std::strlen("PJRT_Executable_DeserializeAndLoad: "));
+}
+
+void error_to_host_wrong_size() {
+  auto b = upload(std::vector<float>{1, 2, 3, 4}, DType::F32, {4});
+  std::vector<float> small(2);
+  std::string m = EXPECT_THROW(pj::Error, [&] { b->to_host(small.data(), small.size() * sizeof(float)); });
+  CHECK_CONTAINS(m, "PJRT_Buffer_ToHostBuffer: ");
+  CHECK_CLOSE(download<float>(*b), {1, 2, 3, 4});
+}
+
+// ------------------------------------------------------------------ driver
+
+struct Case {
+  const char* name;
+  void (*fn)();
+  bool needs_plugin;
+};
+
+const Case kCases[] = {
+    {"ir_types", ir_types, false},
+    {"ir_graph_text", ir_graph_text, false},
+    {"ir_key", ir_key, false},
+    {"ir_errors", ir_errors, false},
+    {"ir_identity_folds", ir_identity_folds, false},
+    {"plugin_api_version", plugin_api_version, true},
+    {"plugin_load_twice", plugin_load_twice, true},
+    {"client_info", client_info, true},
+    {"roundtrip_f32", roundtrip_f32, true},
+    {"roundtrip_bf16", roundtrip_bf16, true},
+    {"roundtrip_i64", roundtrip_i64, true},
+    {"roundtrip_pred", roundtrip_pred, true},
+    {"roundtrip_zero_size", roundtrip_zero_size, true},
+    {"op_broadcast_in_dim", op_broadcast_in_dim, true},
+    {"op_elementwise", op_elementwise, true},
+    {"op_reduce", op_reduce, true},
+    {"op_dot_general", op_dot_general, true},
+    {"op_transpose", op_transpose, true},
+    {"op_slice", op_slice, true},
+    {"op_dynamic_slice", op_dynamic_slice, true},
+    {"op_dynamic_update_slice", op_dynamic_update_slice, true},
+    {"op_pad", op_pad, true},
+    {"op_gather_1d", op_gather_1d, true},
+    {"op_scatter_1d", op_scatter_1d, true},
+    {"op_compare_select", op_compare_select, true},
+    {"op_convert", op_convert, true},
+    {"op_iota", op_iota, true},
+    {"op_bitcast_convert", op_bitcast_convert, true},
+    {"op_constants", op_constants, true},
+    {"op_shape_ops", op_shape_ops, true},
+    {"executable_composite_and_reuse", executable_composite_and_reuse, true},
+    {"executable_serialize_roundtrip", executable_serialize_roundtrip, true},
+    {"error_invalid_mlir", error_invalid_mlir, true},
+    {"error_load_missing", error_load_missing, true},
+    {"error_load_not_a_plugin_libc", error_load_not_a_plugin_libc, true},
+    {"error_load_not_a_plugin_text_file", error_load_not_a_plugin_text_file, true},
+    {"error_wrong_argument_count", error_wrong_argument_count, true},
+    {"error_deserialize_garbage", error_deserialize_garbage, true},
+    {"error_to_host_wrong_size", error_to_host_wrong_size, true},
+};
+
+void* volatile g_sink;
+
+// Leaks on purpose, from our own code, so that the harness can check that
+// LeakSanitizer is active and that its report is attributed to us.
+__attribute__((noinline)) void leak_on_purpose() {
+  auto* g = new Graph();
+  Value x = g->parameter(Type{DType::F32, {3}});
+  g->add_output(ir::unary(*g, "stablehlo.abs", x));
+  g_sink = g;
+  g_sink = nullptr;  // the only pointer is dropped: a definite leak
+}
+
+__attribute__((noinline)) void leak_pjrt_event(const pj::Plugin& plugin, const pj::Buffer& buffer) {
+  PJRT_Buffer_ReadyEvent_Args args{};
+  args.struct_size = PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE;
+  args.buffer = buffer.raw();
+  if (plugin.api()->PJRT_Buffer_ReadyEvent(&args) != nullptr) std::abort();
+  g_sink = args.event;
+  g_sink = nullptr;  // never PJRT_Event_Destroy'ed
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (argc >= 2 && std::string(argv[1]) == "--leak-self-check") {
+    leak_on_purpose();
+    std::printf("leaked on purpose\n");
+    return 0;
+  }
+  if (argc >= 3 && std::string(argv[1]) == "--leak-self-check-pjrt") {
+    // Simulates a wrapper that forgets a PJRT_*_Destroy: the event handle is
+    // allocated inside the plugin's C API entry point and then dropped.
+    auto plugin = pj::Plugin::load(argv[2]);
+    auto client = pj::Client::create(plugin);
+    float one = 1.0f;
+    auto buffer = client->buffer_from_host(&one, ElementType::F32, {}, client->devices()[0].device);
+    leak_pjrt_event(*plugin, *buffer);
+    std::printf("leaked a PJRT_Event on purpose\n");
+    return 0;
+  }
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s PLUGIN_PATH [NAME_SUBSTRING...]\n", argv[0]);
+    return 2;
+  }
+  env.plugin_path = argv[1];
+  std::vector<std::string> filters(argv + 2, argv + argc);
+
+  int passed = 0, failed = 0;
+  auto run_case = [&](const char* name, const std::function<void()>& fn) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::string error;
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      error = e.what();
+    } catch (...) {
+      error = "unknown exception";
+    }
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (error.empty()) {
+      ++passed;
+      std::printf("PASS %s (%.0f ms)\n", name, ms);
+    } else {
+      ++failed;
+      std::printf("FAIL %s: %s\n", name, error.c_str());
+    }
+  };
+
+  bool setup_ok = true;
+  for (const Case& c : kCases) {
+    if (!filters.empty()) {
+      bool match = false;
+      for (const auto& f : filters) match = match || std::string(c.name).find(f) != std::string::npos;
+      if (!match) continue;
+    }
+    if (c.needs_plugin && !env.client) {
+      if (!setup_ok) {
+        ++failed;
+        std::printf("FAIL %s: plugin setup failed\n", c.name);
+        continue;
+      }
+      run_case("setup_plugin_and_client", [] {
+        env.plugin = pj::Plugin::load(env.plugin_path);
+        env.client = pj::Client::create(env.plugin);
+        CHECK(!env.client->devices().empty());
+        env.device = env.client->devices()[0].device;
+      });
+      setup_ok = env.client != nullptr;
+      if (!setup_ok) {
+        ++failed;
+        std::printf("FAIL %s: plugin setup failed\n", c.name);
+        continue;
+      }
+    }
+    run_case(c.name, c.fn);
+  }
+  env.client.reset();  // release the client before exit so leak checking sees it gone
+  env.plugin.reset();
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}

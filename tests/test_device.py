@@ -1,0 +1,134 @@
+"""The tpu device through PyTorch's own device APIs."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+
+def test_autoload_on_import_torch():
+    # A fresh interpreter that only imports torch: the entry point loads torch_tpu.
+    code = (
+        "import torch\n"
+        "x = torch.ones(2, device='tpu')\n"
+        "print(torch.accelerator.current_accelerator(), x.device, (x + 1).cpu().tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "tpu tpu:0 [2.0, 2.0]"
+
+
+def test_accelerator_api():
+    assert torch.accelerator.current_accelerator() == torch.device("tpu")
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.device_count() == torch.tpu.device_count() >= 1
+    torch.accelerator.synchronize()
+
+
+def test_tpu_module_api():
+    assert torch.tpu.is_available()
+    n = torch.tpu.device_count()
+    assert n >= 1
+    assert torch.tpu.current_device() == 0
+    torch.tpu.set_device(0)
+    torch.tpu.synchronize()
+    assert "cpu" in torch.tpu.get_device_name().lower() or torch.tpu.get_device_name()
+
+
+def test_set_device_and_device_context():
+    if torch.tpu.device_count() < 2:
+        pytest.skip("needs two tpu devices")
+    with torch.tpu.device(1):
+        assert torch.tpu.current_device() == 1
+        x = torch.ones(3, device="tpu")
+        assert x.device == torch.device("tpu", 1)
+    assert torch.tpu.current_device() == 0
+    torch.tpu.set_device(1)
+    try:
+        assert torch.empty(1, device="tpu").device.index == 1
+    finally:
+        torch.tpu.set_device(0)
+
+
+def test_set_device_out_of_range():
+    with pytest.raises((IndexError, RuntimeError)):
+        torch.tpu.set_device(torch.tpu.device_count() + 5)
+
+
+def test_manual_seed_and_generator_state():
+    torch.tpu.manual_seed(1234)
+    assert torch.tpu.initial_seed() == 1234
+    state = torch.tpu.get_rng_state()
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    torch.tpu.manual_seed_all(99)
+    assert torch.tpu.initial_seed() == 99
+    torch.tpu.set_rng_state(state)
+    assert torch.tpu.initial_seed() == 1234
+    g = torch.Generator(device="tpu")
+    g.manual_seed(7)
+    assert g.initial_seed() == 7 and g.device == torch.device("tpu", 0)
+    torch.manual_seed(5)  # seeds every accelerator too
+    assert torch.tpu.initial_seed() == 5
+
+
+def test_memory_stats_track_storages():
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    torch.tpu.reset_peak_memory_stats()
+    x = torch.empty(1024, 256, device="tpu")  # 1 MiB
+    assert torch.tpu.memory_allocated() == before + 1024 * 256 * 4
+    assert torch.tpu.max_memory_allocated() >= before + 1024 * 256 * 4
+    assert torch.accelerator.memory_allocated() == torch.tpu.memory_allocated()
+    del x
+    assert torch.tpu.memory_allocated() == before
+    assert torch.tpu.max_memory_allocated() >= before + 1024 * 256 * 4
+    torch.tpu.reset_peak_memory_stats()
+    assert torch.tpu.max_memory_allocated() == before
+
+
+def test_stream_and_event():
+    s = torch.tpu.current_stream()
+    x = torch.randn(64, 64).to("tpu")
+    start = torch.tpu.Event(enable_timing=True)
+    end = torch.tpu.Event(enable_timing=True)
+    start.record()
+    for _ in range(3):
+        x = x @ x
+    end.record()
+    end.synchronize()
+    assert end.query() and s.query()
+    assert end.elapsed_time(start) <= 0 <= start.elapsed_time(end)
+    s.synchronize()
+    assert torch.tpu.default_stream() == s
+
+
+def test_data_ptr_is_stable_and_views_alias():
+    x = torch.zeros(4, 4, device="tpu")
+    p = x.data_ptr()
+    y = x[1]
+    assert y.data_ptr() == p + 4 * 4
+    x.add_(1)
+    assert x.data_ptr() == p  # in-place keeps the storage
+    z = torch.zeros(4, 4, device="tpu")
+    assert z.data_ptr() != p
+    assert x.untyped_storage().data_ptr() == p
+
+
+def test_metrics_report():
+    import torch_tpu
+
+    torch_tpu.reset_metrics()
+    x = torch.ones(8, device="tpu")
+    (x * 3).cpu()
+    m = torch_tpu.metrics()
+    assert m["executions"] >= 1 and m["device_to_host_transfers"] == 1
+    assert m["host_to_device_transfers"] >= 0
+    assert "compiles" in torch_tpu.metrics_report()
+
+
+def test_plugin_info():
+    import torch_tpu
+
+    info = torch_tpu.plugin_info()
+    assert info["platform"] == "cpu"
+    major, minor = map(int, info["api_version"].split("."))
+    assert major == 0 and minor >= 50

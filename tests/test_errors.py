@@ -1,0 +1,110 @@
+"""Bad input gives a clear Python exception, never a crash or a hang."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_tpu
+
+
+def run_python(code, **env):
+    full_env = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=120)
+
+
+def test_mixing_tpu_and_cpu_tensors_raises_like_cuda():
+    a = torch.ones(3, device="tpu")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        a + torch.ones(3)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.mm(torch.ones(2, 2, device="tpu"), torch.ones(2, 2))
+    # A 0-dim CPU tensor is a scalar, as on CUDA.
+    assert (a + torch.tensor(2.0)).cpu().tolist() == [3.0, 3.0, 3.0]
+
+
+def test_mixing_tpu_devices_raises():
+    if torch.tpu.device_count() < 2:
+        pytest.skip("needs two tpu devices")
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(2, device="tpu:0") + torch.ones(2, device="tpu:1")
+
+
+def test_shape_mismatch_is_a_python_error():
+    with pytest.raises(RuntimeError, match="must match the size"):
+        torch.ones(3, device="tpu") + torch.ones(4, device="tpu")
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        torch.ones(3, device="tpu").sum(5)
+
+
+def test_unsupported_dtype_is_clear():
+    with pytest.raises(TypeError, match="complex64 is not supported on the tpu device"):
+        torch.zeros(2, dtype=torch.complex64, device="tpu")
+    with pytest.raises(TypeError, match="not supported on the tpu device"):
+        torch.ones(2, dtype=torch.complex64).to("tpu")
+
+
+def test_tpu_platform_rejects_float64():
+    reason = torch_tpu._C._unsupported_dtype_reason("tpu", torch.float64)
+    assert "float64" in reason and "TPU" in reason
+    assert torch_tpu._C._unsupported_dtype_reason("cpu", torch.float64) == ""
+    assert torch_tpu._C._unsupported_dtype_reason("tpu", torch.float32) == ""
+
+
+def test_fallback_error_mode_names_the_op(monkeypatch):
+    monkeypatch.setenv("TORCH_TPU_FALLBACK", "error")
+    with pytest.raises(NotImplementedError, match="aten::cumsum.*TORCH_TPU_FALLBACK=error"):
+        torch.ones(4, device="tpu").cumsum(0)
+
+
+def test_fallback_runs_on_cpu_and_is_counted(monkeypatch):
+    monkeypatch.setenv("TORCH_TPU_FALLBACK", "allow")
+    torch_tpu.reset_metrics()
+    x = torch.arange(5.0).to("tpu")
+    y = x.cumsum(0)
+    assert y.device.type == "tpu"
+    assert y.cpu().tolist() == [0.0, 1.0, 3.0, 6.0, 10.0]
+    x.cumsum_(0)  # in-place through the fallback lands in the tpu storage
+    assert x.cpu().tolist() == [0.0, 1.0, 3.0, 6.0, 10.0]
+    m = torch_tpu.metrics()
+    assert m["fallback_ops"].get("aten::cumsum", 0) + m["fallback_ops"].get("aten::cumsum.out", 0) >= 1
+    assert m["fallbacks"] >= 2
+
+
+def test_fallback_preserves_views(monkeypatch):
+    monkeypatch.setenv("TORCH_TPU_FALLBACK", "allow")
+    base = torch.zeros(3, 4, device="tpu")
+    base[1].cumsum_(0) if False else None
+    view = base[:, 1]
+    view.copy_(torch.tensor([1.0, 2.0, 3.0]))
+    view.cumsum_(0)  # fallback op writing through a view
+    expected = torch.zeros(3, 4)
+    expected[:, 1] = torch.tensor([1.0, 3.0, 6.0])
+    assert torch.equal(base.cpu(), expected)
+
+
+@pytest.mark.parametrize("plugin", ["/nonexistent/libnothing.so", "/bin/true", "nonsense-name"])
+def test_missing_or_broken_plugin_names_the_variable(plugin):
+    code = (
+        "import torch\n"
+        "assert not torch.tpu.is_available()\n"
+        "assert torch.tpu.device_count() == 0\n"
+        "try:\n"
+        "    torch.ones(1, device='tpu')\n"
+        "except RuntimeError as e:\n"
+        "    print('ERROR:', e)\n"
+        "else:\n"
+        "    print('NO ERROR')\n"
+    )
+    out = run_python(code, TORCH_TPU_PLUGIN=plugin)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "ERROR:" in out.stdout and "TORCH_TPU_PLUGIN" in out.stdout, out.stdout
+
+
+def test_item_of_tpu_tensor_and_bool_context():
+    x = torch.tensor([1.5, -2.0]).to("tpu")
+    assert x[0].item() == 1.5
+    assert bool((x > 0).sum() == 1)
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        bool(x)

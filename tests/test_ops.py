@@ -1,0 +1,235 @@
+"""Native ops against CPU PyTorch (TORCH_TPU_FALLBACK=error): forward, backward,
+type promotion and broadcasting."""
+import pytest
+import torch
+from torch.testing import assert_close
+
+import torch_tpu
+
+
+def make(shape, dtype=torch.float32, seed=0, low=-3, high=3):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_floating_point:
+        return (torch.rand(shape, generator=g) * (high - low) + low).to(dtype)
+    return torch.randint(low, high, shape, generator=g, dtype=dtype)
+
+
+def check(fn, *cpu_args, rtol=None, atol=None, **kwargs):
+    """Runs fn on CPU and on tpu copies of the tensor args; compares outputs."""
+    tpu_args = [a.to("tpu") if isinstance(a, torch.Tensor) else a for a in cpu_args]
+    expected = fn(*cpu_args, **kwargs)
+    got = fn(*tpu_args, **kwargs)
+    assert got.device.type == "tpu"
+    assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
+    assert_close(got.cpu(), expected, rtol=rtol, atol=atol, equal_nan=True)
+    return got
+
+
+BINARY = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+    "add_alpha": lambda a, b: torch.add(a, b, alpha=2.5),
+    "sub_alpha": lambda a, b: torch.sub(a, b, alpha=-3),
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+}
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32], ids=str)
+def test_binary(name, dtype):
+    fn = BINARY[name]
+    a, b = make((4, 5), dtype, 0), make((4, 5), dtype, 1)
+    if not dtype.is_floating_point and name.startswith("div"):
+        b = torch.where(b == 0, torch.ones_like(b), b)
+    if not dtype.is_floating_point and name in ("add_alpha",):
+        pytest.skip("float alpha with integer tensors is an error on CPU too")
+    check(fn, a, b)
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "div_floor"])
+def test_binary_broadcast_and_scalars(name):
+    fn = BINARY[name]
+    check(fn, make((3, 1, 5)), make((4, 1)))
+    check(fn, make((3, 4)), 2.5)
+    check(fn, make((3, 4), torch.int64, low=1), 3)
+    check(fn, make((3, 4)), torch.tensor(1.5))  # 0-dim CPU tensor mixes with tpu, as on CUDA
+
+
+PROMOTION = [
+    (torch.int32, torch.int64), (torch.int64, torch.float32), (torch.bfloat16, torch.float32),
+    (torch.float16, torch.bfloat16), (torch.bool, torch.int32), (torch.uint8, torch.int8),
+    (torch.bool, torch.bool),
+]
+
+
+@pytest.mark.parametrize("dtypes", PROMOTION, ids=str)
+@pytest.mark.parametrize("op", [torch.add, torch.mul, torch.div, torch.eq, torch.lt], ids=lambda f: f.__name__)
+def test_type_promotion(dtypes, op):
+    a, b = make((6,), dtypes[0], 0, low=1, high=5), make((6,), dtypes[1], 1, low=1, high=5)
+    check(op, a, b)
+
+
+def test_float_scalar_promotes_int_tensor():
+    check(torch.add, make((5,), torch.int64), 1.5)
+    check(torch.mul, make((5,), torch.int32), True)
+    check(torch.div, make((5,), torch.int64, low=1), 2)
+
+
+def test_inplace_and_out_variants():
+    a, b = make((3, 4)), make((3, 4), seed=1)
+    ta, tb = a.to("tpu"), b.to("tpu")
+    ta.add_(tb, alpha=2)
+    a.add_(b, alpha=2)
+    assert_close(ta.cpu(), a)
+    ta.mul_(tb).sub_(1).div_(3)
+    a.mul_(b).sub_(1).div_(3)
+    assert_close(ta.cpu(), a)
+    out = torch.empty(3, 4, device="tpu")
+    torch.mul(ta, tb, out=out)
+    assert_close(out.cpu(), a * b)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.ones(3, dtype=torch.int64, device="tpu").add_(1.5)
+
+
+COMPARISONS = [torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge]
+
+
+@pytest.mark.parametrize("op", COMPARISONS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool], ids=str)
+def test_comparisons(op, dtype):
+    a, b = make((4, 4), dtype, 0, low=0, high=3), make((4, 4), dtype, 1, low=0, high=3)
+    check(op, a, b)
+    check(op, a, b[0])
+    check(op, a, 1)
+
+
+def test_comparison_with_nan_and_inplace():
+    a = torch.tensor([1.0, float("nan"), 3.0, -1.0])
+    check(torch.eq, a, a)
+    check(torch.ne, a, a)
+    t = a.to("tpu")
+    t.lt_(2)
+    assert_close(t.cpu(), a.lt(2).float())
+
+
+UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary(name):
+    x = make((5, 6), low=0.1, high=4) if name in ("log", "sqrt", "rsqrt") else make((5, 6))
+    check(getattr(torch, name), x)
+    t = x.to("tpu")
+    getattr(t, name + "_")()
+    assert_close(t.cpu(), getattr(torch, name)(x))
+
+
+def test_unary_on_integers_promotes():
+    check(torch.exp, make((4,), torch.int64))
+    check(torch.abs, make((4,), torch.int64))
+    check(torch.neg, make((4,), torch.int32))
+
+
+def test_where_and_fill():
+    c = make((4, 5), torch.bool)
+    check(torch.where, c, make((4, 5)), make((1, 5), seed=2))
+    check(torch.where, c, make((4, 5), torch.int64), 0.5)
+    t = torch.empty(3, 3, device="tpu")
+    t.fill_(2.5)
+    assert_close(t.cpu(), torch.full((3, 3), 2.5))
+    t.zero_()
+    assert_close(t.cpu(), torch.zeros(3, 3))
+    t.fill_(torch.tensor(4.0))
+    assert_close(t.cpu(), torch.full((3, 3), 4.0))
+    check(torch.zeros_like, make((2, 3)))
+    check(torch.ones_like, make((2, 3), torch.int32))
+    assert_close(torch.full((2, 2), 7, device="tpu").cpu(), torch.full((2, 2), 7))
+
+
+@pytest.mark.parametrize("dims,keepdim", [(None, False), ((0,), False), ((1,), True), ((0, 2), False),
+                                          ((-1,), True)], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool], ids=str)
+def test_sum(dims, keepdim, dtype):
+    x = make((3, 4, 5), dtype)
+    if dims is None:
+        check(torch.sum, x, rtol=1e-2 if dtype == torch.bfloat16 else None,
+              atol=1e-2 if dtype == torch.bfloat16 else None)
+    else:
+        check(torch.sum, x, dims, keepdim=keepdim, rtol=1e-2 if dtype == torch.bfloat16 else None,
+              atol=1e-1 if dtype == torch.bfloat16 else None)
+
+
+@pytest.mark.parametrize("dims,keepdim", [(None, False), ((0,), False), ((1, 2), True)], ids=str)
+def test_mean(dims, keepdim):
+    x = make((3, 4, 5))
+    if dims is None:
+        check(torch.mean, x)
+    else:
+        check(torch.mean, x, dims, keepdim=keepdim)
+    check(lambda t: t.sum(dtype=torch.float64), x)
+    with pytest.raises(RuntimeError, match="floating point"):
+        make((3,), torch.int64).to("tpu").mean()
+
+
+def test_reduction_of_empty_and_zero_dim():
+    check(torch.sum, torch.zeros(0, 3), 0)
+    check(torch.sum, torch.tensor(3.0))
+    check(torch.mean, torch.zeros(0, 3), 0)
+
+
+def test_mm_addmm_linear():
+    a, b, c = make((5, 7)), make((7, 3), seed=1), make((3,), seed=2)
+    check(torch.mm, a, b)
+    check(torch.matmul, a, b)
+    check(torch.addmm, c, a, b)
+    check(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2), c, a, b)
+    check(torch.nn.functional.linear, a, make((4, 7), seed=3), make((4,), seed=4))
+    check(torch.mm, a.t().contiguous().t(), b)  # transposed operand
+    check(torch.mm, make((4, 6), torch.bfloat16), make((6, 2), torch.bfloat16), rtol=2e-2, atol=2e-2)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.mm(a.to("tpu"), a.to("tpu"))
+
+
+def grads(fn, *cpu_args):
+    """Gradients of sum(fn(args)) with respect to every floating arg, on CPU and tpu."""
+    out = []
+    for device in ("cpu", "tpu"):
+        args = [a.detach().to(device).requires_grad_(a.is_floating_point()) for a in cpu_args]
+        fn(*args).sum().backward()
+        out.append([a.grad.cpu() for a in args if a.grad is not None])
+    return out
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+def test_binary_backward(name):
+    cpu, tpu = grads(BINARY[name], make((3, 4)), make((1, 4), seed=1, low=0.5, high=2))
+    for g_cpu, g_tpu in zip(cpu, tpu):
+        assert_close(g_tpu, g_cpu)
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_backward(name, allow_fallback):
+    x = make((5, 6), low=0.1, high=4) if name in ("log", "sqrt", "rsqrt") else make((5, 6))
+    cpu, tpu = grads(getattr(torch, name), x)
+    assert_close(tpu[0], cpu[0])
+
+
+def test_matmul_and_reduction_backward():
+    cpu, tpu = grads(lambda c, a, b: torch.addmm(c, a, b).mean(1), make((3,)), make((5, 7)), make((7, 3), seed=1))
+    for g_cpu, g_tpu in zip(cpu, tpu):
+        assert_close(g_tpu, g_cpu)
+
+
+def test_strict_mode_reuses_programs():
+    x = torch.randn(16, 16).to("tpu")
+    y = x * 2 + 1
+    y.cpu()
+    before = torch_tpu.metrics()
+    for i in range(10):
+        y = x * (i + 2.0) + 1  # changing scalars are parameters, not constants
+    y.cpu()
+    after = torch_tpu.metrics()
+    assert after["compiles"] == before["compiles"]
+    assert after["cache_hits"] >= before["cache_hits"] + 20

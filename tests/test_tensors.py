@@ -1,0 +1,190 @@
+"""Storage, transfers and views: tpu tensors must alias exactly as CPU ones."""
+import pytest
+import torch
+from torch.testing import assert_close
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32,
+          torch.int16, torch.int8, torch.uint8, torch.bool]
+
+
+def sample(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(-100 if dtype != torch.uint8 else 0, 100, shape, generator=g).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_round_trip(dtype):
+    x = sample((3, 5), dtype)
+    y = x.to("tpu")
+    assert y.device.type == "tpu" and y.dtype == dtype and y.shape == x.shape
+    assert_close(y.cpu(), x, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (2, 0, 3), (1,), (7,)], ids=str)
+def test_zero_dim_and_empty(shape):
+    x = sample(shape, torch.float32)
+    y = x.to("tpu")
+    assert y.shape == x.shape
+    assert_close(y.cpu(), x)
+    assert_close((y + 1).cpu(), x + 1)
+    if x.dim() == 0:
+        assert y.item() == x.item()
+
+
+def test_non_blocking_and_tpu_to_tpu_copies():
+    x = sample((4, 6), torch.float32)
+    y = x.to("tpu", non_blocking=True)
+    z = y.clone()
+    y.add_(1)
+    assert_close(z.cpu(), x)
+    assert_close(y.cpu(), x + 1)
+    w = torch.empty(4, 6, device="tpu", dtype=torch.float64)
+    w.copy_(y)
+    assert w.dtype == torch.float64
+    assert_close(w.cpu(), (x + 1).double())
+
+
+def test_copy_between_devices():
+    if torch.tpu.device_count() < 2:
+        pytest.skip("needs two tpu devices")
+    x = sample((5,), torch.float32)
+    a = x.to("tpu:0")
+    b = a.to("tpu:1")
+    assert b.device == torch.device("tpu", 1)
+    assert_close(b.cpu(), x)
+
+
+def test_copy_broadcasts_and_converts():
+    dst = torch.zeros(3, 4, device="tpu", dtype=torch.int32)
+    dst.copy_(torch.tensor([1.7, 2.2, 3.9, -4.5]))
+    assert_close(dst.cpu(), torch.tensor([1.7, 2.2, 3.9, -4.5]).to(torch.int32).expand(3, 4))
+    dst2 = torch.zeros(3, 4, device="tpu")
+    dst2.copy_(torch.arange(4.0, device="tpu") if False else torch.arange(4.0).to("tpu"))
+    assert_close(dst2.cpu(), torch.arange(4.0).expand(3, 4))
+
+
+VIEWS = {
+    "transpose": lambda t: t.transpose(0, 1),
+    "permute": lambda t: t.permute(2, 0, 1),
+    "slice": lambda t: t[:, 1:3],
+    "step_slice": lambda t: t[::2, :, ::3],
+    "select": lambda t: t[1],
+    "narrow": lambda t: t.narrow(2, 1, 3),
+    "expand": lambda t: t[:, :1].expand(4, 3, 5),
+    "unsqueeze_squeeze": lambda t: t.unsqueeze(1).squeeze(1),
+    "view": lambda t: t.view(12, 5),
+    "reshape_of_transpose": lambda t: t.transpose(0, 2).reshape(-1),
+    "unfold": lambda t: t.unfold(2, 2, 1),
+    "diagonal": lambda t: t.diagonal(0, 1, 2),
+    "as_strided": lambda t: t.as_strided((3, 3), (7, 2), 4),
+    "flip_view_chain": lambda t: t[1:, ::2].transpose(0, 2)[::2],
+    "view_dtype": lambda t: t.view(torch.int32),
+    "view_dtype_narrow": lambda t: t.view(torch.int16),
+    "t_of_2d": lambda t: t[0].t(),
+    "split": lambda t: t.split(2, dim=2)[1],
+    "chunk": lambda t: t.chunk(2, dim=0)[1],
+    "unbind": lambda t: t.unbind(1)[2],
+}
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_view_read(name):
+    x = sample((4, 3, 5), torch.float32)
+    y = x.to("tpu")
+    expected = VIEWS[name](x)
+    got = VIEWS[name](y)
+    assert got.shape == expected.shape and got.stride() == expected.stride()
+    assert got.storage_offset() == expected.storage_offset()
+    assert_close(got.cpu(), expected)
+    assert_close((got * 2).cpu(), expected * 2)
+
+
+WRITABLE = ["transpose", "permute", "slice", "step_slice", "select", "narrow", "view", "diagonal",
+            "as_strided", "flip_view_chain", "view_dtype", "view_dtype_narrow", "t_of_2d", "split", "chunk",
+            "unbind"]
+
+
+@pytest.mark.parametrize("name", WRITABLE)
+def test_write_through_view(name):
+    x = sample((4, 3, 5), torch.float32)
+    y = x.to("tpu")
+    vx, vy = VIEWS[name](x), VIEWS[name](y)
+    if vx.dtype.is_floating_point:
+        vx.mul_(3).add_(1)
+        vy.mul_(3).add_(1)
+    else:
+        vx.fill_(7)
+        vy.fill_(7)
+    assert_close(y.cpu(), x)  # the base sees the write
+    assert_close(vy.cpu(), vx)
+
+
+def test_setitem_and_index_copy_semantics():
+    x = torch.zeros(5, 6)
+    y = x.to("tpu")
+    for t in (x, y):
+        t[1:4, 2] = 3.5
+        t[0] = torch.arange(6.0).to(t.device)
+        t[:, -1] += 1
+        t[2:, :2].zero_()
+    assert_close(y.cpu(), x)
+
+
+def test_views_share_storage_after_inplace_updates():
+    base = torch.zeros(2, 3, device="tpu")
+    row = base[1]
+    col = base[:, 2]
+    row.add_(1)
+    col.add_(10)
+    assert_close(base.cpu(), torch.tensor([[0.0, 0, 10], [1, 1, 11]]))
+    assert_close(row.cpu(), torch.tensor([1.0, 1, 11]))
+
+
+def test_write_into_overlapping_view_raises():
+    y = torch.zeros(3, device="tpu")
+    with pytest.raises(RuntimeError, match="single memory location"):
+        y[:1].expand(3).add_(1)
+
+
+def test_resize_keeps_content():
+    y = torch.arange(6.0).to("tpu")
+    y.resize_(10)
+    assert_close(y[:6].cpu(), torch.arange(6.0))
+    y.resize_(2, 2)
+    assert_close(y.cpu(), torch.arange(4.0).view(2, 2))
+    out = torch.empty(0, device="tpu")
+    torch.add(torch.ones(3, device="tpu"), 1, out=out)
+    assert_close(out.cpu(), torch.full((3,), 2.0))
+
+
+def test_set_and_storage_sharing():
+    a = torch.arange(6.0).to("tpu")
+    b = torch.empty(0, device="tpu")
+    b.set_(a.untyped_storage(), 2, (2, 2), (2, 1))
+    assert_close(b.cpu(), torch.tensor([[2.0, 3], [4, 5]]))
+    b.fill_(0)
+    assert_close(a.cpu(), torch.tensor([0.0, 1, 0, 0, 0, 0]))
+
+
+def test_channels_last_and_contiguous():
+    x = sample((2, 3, 4, 5), torch.float32)
+    y = x.to("tpu").contiguous(memory_format=torch.channels_last)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert y.stride() == x.contiguous(memory_format=torch.channels_last).stride()
+    assert_close(y.cpu(), x)
+    assert_close(y.contiguous().cpu(), x)
+
+
+def test_same_program_reused_for_views_at_other_offsets():
+    import torch_tpu
+
+    y = torch.arange(100.0).to("tpu")
+    (y[1:11] * 2).cpu()  # offset 0 is a program of its own (no offset parameter)
+    before = torch_tpu.metrics()["compiles"]
+    for start in range(2, 20):
+        assert_close((y[start:start + 10] * 2).cpu(), torch.arange(start, start + 10.0) * 2)
+    assert torch_tpu.metrics()["compiles"] == before
