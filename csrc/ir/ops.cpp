@@ -133,7 +133,9 @@ Value reshape(Graph& g, Value x, const Shape& shape) {
 
 Value broadcast_in_dim(Graph& g, Value x, const Shape& shape, const Dims& dims) {
   const Type& t = g.type(x);
-  if (t.shape == shape) return x;
+  bool identity = t.shape == shape;
+  for (size_t i = 0; identity && i < dims.size(); ++i) identity = dims[i] == static_cast<int64_t>(i);
+  if (identity) return x;
   require(static_cast<int64_t>(dims.size()) == t.rank(), "broadcast_in_dim rank");
   return g.add("stablehlo.broadcast_in_dim", {x}, Type{t.dtype, shape},
                "broadcast_dimensions = " + i64_array(dims));

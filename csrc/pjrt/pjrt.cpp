@@ -1,6 +1,8 @@
 #include "pjrt/pjrt.h"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
 
 #include <cstddef>
 #include <map>
@@ -43,9 +45,12 @@ const std::string& default_compile_options() {
 
 // ---------------------------------------------------------------- Plugin
 
-std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
+std::shared_ptr<Plugin> Plugin::load(const std::string& requested_path) {
   static std::mutex mutex;
   static std::map<std::string, std::shared_ptr<Plugin>> loaded;
+  // One Plugin per file, however its path is spelled.
+  char resolved[PATH_MAX];
+  const std::string path = realpath(requested_path.c_str(), resolved) ? std::string(resolved) : requested_path;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = loaded.find(path);
   if (it != loaded.end()) return it->second;
@@ -101,6 +106,7 @@ Event::~Event() {
 }
 
 bool Event::is_ready() const {
+  if (event_ == nullptr) return true;  // nothing was pending
   PJRT_Event_IsReady_Args args{};
   args.struct_size = PJRT_Event_IsReady_Args_STRUCT_SIZE;
   args.event = event_;
@@ -109,6 +115,7 @@ bool Event::is_ready() const {
 }
 
 void Event::await() const {
+  if (event_ == nullptr) return;
   PJRT_Event_Await_Args args{};
   args.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;
   args.event = event_;
@@ -160,6 +167,11 @@ size_t Buffer::on_device_size() const {
 }
 
 std::unique_ptr<Event> Buffer::to_host_async(void* dst, size_t size) const {
+  // A null destination makes PJRT answer a size query instead of copying.
+  if (dst == nullptr) {
+    if (size != 0) throw Error("PJRT_Buffer_ToHostBuffer: null destination for " + std::to_string(size) + " bytes", 3);
+    return std::make_unique<Event>(plugin_, nullptr);
+  }
   PJRT_Buffer_ToHostBuffer_Args args{};
   args.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
   args.src = buffer_;
@@ -181,6 +193,15 @@ std::unique_ptr<Event> Buffer::ready_event() const {
 
 Executable::Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe)
     : plugin_(std::move(plugin)), exe_(exe) {
+  try {
+    read_num_outputs();
+  } catch (...) {
+    destroy();  // the destructor does not run when a constructor throws
+    throw;
+  }
+}
+
+void Executable::read_num_outputs() {
   const PJRT_Api* api = plugin_->api();
   PJRT_LoadedExecutable_GetExecutable_Args get{};
   get.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
@@ -198,7 +219,9 @@ Executable::Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* ex
   num_outputs_ = num.num_outputs;
 }
 
-Executable::~Executable() {
+Executable::~Executable() { destroy(); }
+
+void Executable::destroy() {
   PJRT_LoadedExecutable_Destroy_Args args{};
   args.struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE;
   args.executable = exe_;
@@ -265,6 +288,15 @@ std::unique_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin) {
 
 Client::Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client)
     : plugin_(std::move(plugin)), client_(client) {
+  try {
+    describe();
+  } catch (...) {
+    destroy();  // the destructor does not run when a constructor throws
+    throw;
+  }
+}
+
+void Client::describe() {
   const PJRT_Api* api = plugin_->api();
   PJRT_Client_PlatformName_Args name{};
   name.struct_size = PJRT_Client_PlatformName_Args_STRUCT_SIZE;
@@ -299,7 +331,9 @@ Client::Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client)
   }
 }
 
-Client::~Client() {
+Client::~Client() { destroy(); }
+
+void Client::destroy() {
   PJRT_Client_Destroy_Args args{};
   args.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;
   args.client = client_;

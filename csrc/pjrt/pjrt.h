@@ -104,6 +104,8 @@ class Executable {
   std::string serialize() const;
 
  private:
+  void read_num_outputs();
+  void destroy();
   std::shared_ptr<Plugin> plugin_;
   PJRT_LoadedExecutable* exe_;
   size_t num_outputs_ = 0;
@@ -136,6 +138,8 @@ class Client {
 
  private:
   Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client);
+  void describe();
+  void destroy();
   std::shared_ptr<Plugin> plugin_;
   PJRT_Client* client_;
   std::string platform_name_;

@@ -2,15 +2,18 @@
 // and csrc/ir (StableHLO graph builder + MLIR text emitter).
 //
 // Usage: test_pjrt PLUGIN_PATH [NAME_SUBSTRING...]
-//        test_pjrt --leak-self-check   (leaks on purpose; checks the LSan setup)
+//        test_pjrt --leak-self-check                 (leaks from our code on purpose)
+//        test_pjrt --leak-self-check-pjrt PLUGIN_PATH (drops a PJRT_Event on purpose)
+// The self-checks let the harness prove that LeakSanitizer is active and that
+// it attributes both kinds of leak to us.
 //
 // Prints one line per case ("PASS name" / "FAIL name: why") and a summary;
 // exits 1 if any case failed. Built and run by tests/test_pjrt_native.py,
 // also under LeakSanitizer.
 #include <dirent.h>
-#include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -121,7 +124,7 @@ std::string expect_throw(const char* file, int line, const std::function<void()>
 }
 #define EXPECT_THROW(E, ...) expect_throw<E>(__FILE__, __LINE__, __VA_ARGS__)
 
-// Exact comparison of floats by value (NaN == NaN, -0 == +0 deliberately not special).
+// Compares floats within a relative tolerance (default: exactly); NaN matches NaN.
 void check_close(const char* file, int line, const std::vector<float>& got,
                  const std::vector<float>& want, float tol = 0) {
   bool ok = got.size() == want.size();
@@ -789,6 +792,8 @@ void op_constants() {
   g.add_output(ir::constant_int(g, DType::Pred, 1));
   g.add_output(ir::constant_int(g, DType::F32, 3));
   g.add_output(ir::constant(g, DType::Pred, 0.0));
+  g.add_output(ir::constant(g, DType::BF16, 1.00390625));  // 1 + 2^-8: a tie, to even = 1.0
+  g.add_output(ir::constant(g, DType::BF16, 1.01171875));  // 1 + 3*2^-8: a tie, to even = 1 + 2^-6
   auto out = run(g, {});
   CHECK_EQ(download<float>(*out[0])[0], 0.1f);
   CHECK_EQ(download<double>(*out[1])[0], 0.1);
@@ -804,6 +809,8 @@ void op_constants() {
   CHECK_EQ(download<uint8_t>(*out[11]), (std::vector<uint8_t>{1}));
   CHECK_EQ(download<float>(*out[12]), (std::vector<float>{3}));
   CHECK_EQ(download<uint8_t>(*out[13]), (std::vector<uint8_t>{0}));
+  CHECK_EQ(download<uint16_t>(*out[14]), (std::vector<uint16_t>{0x3f80}));
+  CHECK_EQ(download<uint16_t>(*out[15]), (std::vector<uint16_t>{0x3f82}));
 }
 
 void op_shape_ops() {

@@ -1,0 +1,41 @@
+// Shared machinery of the op entry points: ATen semantics (output
+// allocation and resizing, type promotion, broadcasting, out=/in-place
+// variants) around the lowerings. Each op family lives in its own file.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <vector>
+
+#include "aten/program.h"
+#include "ir/graph.h"
+
+namespace tpu::aten {
+
+using Build = std::function<ir::Value(ir::Graph&, const std::vector<ir::Value>&)>;
+
+ir::Shape to_shape(c10::IntArrayRef sizes);
+
+// The result tensor of an op: `out` (in-place: shape must match; out=: resized
+// as ATen does) or a fresh tensor of `shape` and `dtype` on `device`.
+at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArrayRef shape,
+                          c10::ScalarType dtype, c10::Device device, bool inplace);
+
+// Runs an elementwise op: inputs are converted to `compute` and broadcast to
+// one shape, `build` combines them, the result lands in `out` (in-place or
+// out=) or in a new tensor of dtype `result`.
+at::Tensor elementwise(const char* name, const std::vector<at::Tensor>& inputs, c10::ScalarType compute,
+                       c10::ScalarType result, const Build& build, const at::Tensor* out = nullptr,
+                       bool inplace = false);
+
+// The default float dtype for integral inputs (true division, exp, ...).
+c10::ScalarType float_type_for(c10::ScalarType t);
+// A Python number as an operand: a wrapped 0-dim CPU tensor, as ATen makes them.
+at::Tensor scalar_operand(const c10::Scalar& s);
+// Accumulation type of sums and products (f32 for half types, as ATen on CPU/CUDA).
+ir::DType accumulate_type(c10::ScalarType t);
+// Whether a Scalar equals `value` (alpha == 1, beta == 0 shortcuts).
+bool scalar_is(const c10::Scalar& s, double value);
+
+}  // namespace tpu::aten
