@@ -233,3 +233,19 @@ def test_strict_mode_reuses_programs():
     after = torch_tpu.metrics()
     assert after["compiles"] == before["compiles"]
     assert after["cache_hits"] >= before["cache_hits"] + 20
+
+
+def test_bmm_baddbmm_and_batched_matmul():
+    a, b, c = make((3, 4, 5)), make((3, 5, 2), seed=1), make((3, 4, 2), seed=2)
+    check(torch.bmm, a, b)
+    check(torch.matmul, a, b)
+    check(lambda c, a, b: torch.baddbmm(c, a, b, beta=0.5, alpha=2), c, a, b)
+    check(torch.matmul, make((2, 3, 4, 5)), make((5, 6), seed=3))  # folds to mm
+    t = c.to("tpu")
+    t.baddbmm_(a.to("tpu"), b.to("tpu"))
+    assert_close(t.cpu(), c.baddbmm(a, b))
+    cpu, tpu = grads(torch.bmm, a, b)
+    for g_cpu, g_tpu in zip(cpu, tpu):
+        assert_close(g_tpu, g_cpu)
+    with pytest.raises(RuntimeError, match="same number of batches"):
+        torch.bmm(a.to("tpu"), make((2, 5, 2)).to("tpu"))
