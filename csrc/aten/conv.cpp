@@ -32,9 +32,22 @@ ir::Dims expand(const ir::Dims& v, size_t n, int64_t fallback) {
   return v;
 }
 
-void check_floating(const char* name, const at::Tensor& t) {
-  TORCH_CHECK(c10::isFloatingType(t.scalar_type()), "\"", name, "\" not implemented for '",
-              c10::toString(t.scalar_type()), "'");
+// The dtypes ATen's CPU kernels take: floats, plus int64 or all integers.
+enum class Ints { None, Long, All };
+void check_dtype(const char* name, const at::Tensor& t, Ints ints) {
+  c10::ScalarType s = t.scalar_type();
+  bool ok = c10::isFloatingType(s) || (ints == Ints::Long && s == c10::kLong) ||
+            (ints == Ints::All && c10::isIntegralType(s, /*includeBool=*/false));
+  TORCH_CHECK(ok, "\"", name, "\" not implemented for '", c10::toString(s), "'");
+}
+
+// A fresh result in the memory format ATen's CPU kernels pick (channels-last in, channels-last out).
+at::Tensor empty_like_format(c10::IntArrayRef shape, const at::Tensor& like, c10::ScalarType dtype,
+                             at::MemoryFormat format) {
+  if ((format == at::MemoryFormat::ChannelsLast && shape.size() != 4) ||
+      (format == at::MemoryFormat::ChannelsLast3d && shape.size() != 5))
+    format = at::MemoryFormat::Contiguous;
+  return at::empty(shape, like.options().dtype(dtype).memory_format(format));
 }
 
 // ------------------------------------------------------------ convolution
@@ -59,7 +72,7 @@ void check_conv(const at::Tensor& input, const at::Tensor& weight, const std::op
   if (bias && bias->defined())
     TORCH_CHECK(input.scalar_type() == bias->scalar_type(), "Input type (", input.scalar_type(),
                 ") and bias type (", bias->scalar_type(), ") should be the same");
-  check_floating("convolution", input);
+  check_dtype("convolution", input, Ints::Long);
 }
 
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
@@ -82,7 +95,9 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
     spatial.push_back(out);
   }
   c10::DeviceGuard guard(input.device());
-  at::Tensor output = at::empty(shape, input.options());
+  at::MemoryFormat format = input.suggest_memory_format();
+  if (format == at::MemoryFormat::Contiguous) format = weight.suggest_memory_format();
+  at::Tensor output = empty_like_format(shape, input, input.scalar_type(), format);
   if (output.numel() == 0) return output;
   Program prog("convolution", input.device().index());
   ir::Graph& g = prog.graph();
@@ -204,11 +219,17 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d_impl(const char* name, const at::T
                                                    at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
                                                    at::Tensor* out, at::Tensor* indices) {
   lowering::PoolParams p = pool2d_params("max_pool2d", self, kernel_size, stride, padding, dilation, ceil_mode);
-  check_floating("max_pool2d", self);
+  check_dtype("max_pool2d", self, Ints::All);
   c10::DimVector shape = pooled_shape(self, p);
   c10::DeviceGuard guard(self.device());
-  at::Tensor values = prepare_output(name, out, shape, self.scalar_type(), self.device(), false);
-  at::Tensor index = prepare_output(name, indices, shape, c10::kLong, self.device(), false);
+  at::Tensor values, index;
+  if (out == nullptr) {
+    values = empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
+    index = empty_like_format(shape, self, c10::kLong, self.suggest_memory_format());
+  } else {
+    values = prepare_output(name, out, shape, self.scalar_type(), self.device(), false);
+    index = prepare_output(name, indices, shape, c10::kLong, self.device(), false);
+  }
   if (values.numel() == 0) return {values, index};
   Program prog(name, self.device().index());
   lowering::MaxPoolResult r = lowering::max_pool(prog.graph(), prog.read(self), p);
@@ -283,10 +304,11 @@ at::Tensor avg_pool2d_impl(const char* name, const at::Tensor& self, at::IntArra
                            at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor_override, at::Tensor* out) {
   lowering::PoolParams p = avg_pool2d_params(self, kernel_size, stride, padding, ceil_mode, divisor_override);
-  check_floating("avg_pool2d", self);
+  check_dtype("avg_pool2d", self, Ints::Long);
   c10::DimVector shape = pooled_shape(self, p);
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = prepare_output(name, out, shape, self.scalar_type(), self.device(), false);
+  at::Tensor output = out ? prepare_output(name, out, shape, self.scalar_type(), self.device(), false)
+                          : empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
   if (output.numel() == 0) return output;
   Program prog(name, self.device().index());
   prog.write(output, lowering::avg_pool(prog.graph(), prog.read(self), p, count_include_pad, divisor_override,
@@ -358,12 +380,13 @@ at::Tensor adaptive_avg_pool2d_impl(const char* name, const at::Tensor& self, c1
     TORCH_CHECK(self.size(i) > 0,
                 "adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch dimensions, but input "
                 "has sizes ", self.sizes(), " with dimension ", i, " being empty");
-  check_floating("adaptive_avg_pool2d", self);
+  check_dtype("adaptive_avg_pool2d", self, Ints::None);
   c10::DimVector shape(self.sizes().begin(), self.sizes().end());
   shape[shape.size() - 2] = output_size[0];
   shape[shape.size() - 1] = output_size[1];
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = prepare_output(name, out, shape, self.scalar_type(), self.device(), false);
+  at::Tensor output = out ? prepare_output(name, out, shape, self.scalar_type(), self.device(), false)
+                          : empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
   if (output.numel() == 0) return output;
   Program prog(name, self.device().index());
   prog.write(output, lowering::adaptive_avg_pool(prog.graph(), prog.read(self), output_size,

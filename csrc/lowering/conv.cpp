@@ -26,6 +26,18 @@ Value full_int(ir::Graph& g, DType dtype, int64_t v, const ir::Shape& shape) {
   return ir::broadcast_in_dim(g, ir::constant_int(g, dtype, v), shape, {});
 }
 
+// The smallest value of `dtype` (-inf for floats): max pooling's padding.
+Value lowest(ir::Graph& g, DType dtype) {
+  if (ir::is_floating(dtype)) return ir::constant(g, dtype, -std::numeric_limits<double>::infinity());
+  switch (dtype) {
+    case DType::S8: return ir::constant_int(g, dtype, std::numeric_limits<int8_t>::min());
+    case DType::S16: return ir::constant_int(g, dtype, std::numeric_limits<int16_t>::min());
+    case DType::S32: return ir::constant_int(g, dtype, std::numeric_limits<int32_t>::min());
+    case DType::S64: return ir::constant_int(g, dtype, std::numeric_limits<int64_t>::min());
+    default: return ir::constant_int(g, dtype, 0);  // unsigned and bool
+  }
+}
+
 // Positions of the trailing `k` dims inside a rank-`rank` shape.
 ir::Dims trailing(int64_t rank, int64_t k) {
   ir::Dims d;
@@ -132,9 +144,9 @@ MaxPoolResult max_pool(ir::Graph& g, Value x, const PoolParams& p) {
                                             in - p.padding[d]);
   }
   for (int64_t d = k - 2; d >= 0; --d) plane_stride[d] = plane_stride[d + 1] * t.shape[lead + d + 1];
-  double lowest = -std::numeric_limits<double>::infinity();
-  Value xp = ir::pad(g, x, ir::constant(g, t.dtype, lowest), lo, hi);
-  Value best = ir::full(g, t.dtype, lowest, out);
+  Value low = lowest(g, t.dtype);
+  Value xp = ir::pad(g, x, low, lo, hi);
+  Value best = ir::broadcast_in_dim(g, low, out, {});
   Value best_index = full_int(g, DType::S64, 0, out);
   Value seen = ir::full(g, DType::Pred, 0, out);  // whether a window has met an in-bounds element
   ir::Dims grid_dims = trailing(rank, k);
