@@ -284,4 +284,114 @@ Value scatter_1d(Graph& g, Value x, Value indices, Value updates) {
                Combiner::Replace);
 }
 
+// ---- conv builders
+
+ConvDims ConvDims::channels_first(int64_t spatial_rank) {
+  ConvDims d;
+  for (int64_t i = 0; i < spatial_rank; ++i) {
+    d.input_spatial.push_back(2 + i);
+    d.kernel_spatial.push_back(2 + i);
+    d.output_spatial.push_back(2 + i);
+  }
+  return d;
+}
+
+namespace {
+
+// One side of "#stablehlo.conv<[b, f, 0, 1]x...>": the role of each position.
+std::string conv_layout(int64_t rank, int64_t first, char first_name, int64_t second, char second_name,
+                        const Dims& spatial) {
+  std::vector<std::string> roles(rank, "?");
+  roles.at(first) = std::string(1, first_name);
+  roles.at(second) = std::string(1, second_name);
+  for (size_t i = 0; i < spatial.size(); ++i) roles.at(spatial[i]) = std::to_string(i);
+  std::string s = "[";
+  for (int64_t i = 0; i < rank; ++i) s += (i ? ", " : "") + roles[i];
+  return s + "]";
+}
+
+std::string padding_attr(const Padding& padding) {
+  std::string s = "dense<[";
+  for (size_t i = 0; i < padding.size(); ++i) {
+    if (i) s += ", ";
+    s += "[" + std::to_string(padding[i].first) + ", " + std::to_string(padding[i].second) + "]";
+  }
+  return s + "]> : tensor<" + std::to_string(padding.size()) + "x2xi64>";
+}
+
+// Extent of a dilated, padded, strided window sweep (0 when the window does not fit).
+int64_t window_output_size(int64_t size, int64_t base_dilation, int64_t lo, int64_t hi, int64_t window,
+                           int64_t window_dilation, int64_t stride) {
+  int64_t dilated = size == 0 ? 0 : (size - 1) * base_dilation + 1;
+  int64_t padded = dilated + lo + hi;
+  int64_t extent = (window - 1) * window_dilation + 1;
+  if (padded < extent) return 0;
+  return (padded - extent) / stride + 1;
+}
+
+}  // namespace
+
+Value convolution(Graph& g, Value lhs, Value rhs, const ConvDims& dn, const Dims& window_strides,
+                  const Padding& padding, const Dims& lhs_dilation, const Dims& rhs_dilation,
+                  int64_t feature_group_count, int64_t batch_group_count, DType result_dtype) {
+  const Type& tl = g.type(lhs);
+  const Type& tr = g.type(rhs);
+  size_t n = dn.input_spatial.size();
+  require(window_strides.size() == n && padding.size() == n && lhs_dilation.size() == n &&
+              rhs_dilation.size() == n && dn.kernel_spatial.size() == n && dn.output_spatial.size() == n,
+          "convolution: spatial rank mismatch");
+  Shape shape(tl.rank());
+  shape.at(dn.output_batch) = tl.shape[dn.input_batch] / batch_group_count;
+  shape.at(dn.output_feature) = tr.shape[dn.kernel_output];
+  for (size_t i = 0; i < n; ++i)
+    shape.at(dn.output_spatial[i]) =
+        window_output_size(tl.shape[dn.input_spatial[i]], lhs_dilation[i], padding[i].first, padding[i].second,
+                           tr.shape[dn.kernel_spatial[i]], rhs_dilation[i], window_strides[i]);
+  std::string attrs = "dimension_numbers = #stablehlo.conv<" +
+                      conv_layout(tl.rank(), dn.input_batch, 'b', dn.input_feature, 'f', dn.input_spatial) + "x" +
+                      conv_layout(tr.rank(), dn.kernel_output, 'o', dn.kernel_input, 'i', dn.kernel_spatial) +
+                      "->" +
+                      conv_layout(tl.rank(), dn.output_batch, 'b', dn.output_feature, 'f', dn.output_spatial) + ">";
+  attrs += ", window_strides = " + i64_array(window_strides) + ", padding = " + padding_attr(padding) +
+           ", lhs_dilation = " + i64_array(lhs_dilation) + ", rhs_dilation = " + i64_array(rhs_dilation) +
+           ", feature_group_count = " + std::to_string(feature_group_count) +
+           " : i64, batch_group_count = " + std::to_string(batch_group_count) + " : i64";
+  // Full float32 precision, as PyTorch computes convolutions (see dot_general).
+  attrs += ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
+  return g.add("stablehlo.convolution", {lhs, rhs}, Type{result_dtype, shape}, attrs);
+}
+
+Value reduce_window(Graph& g, Value x, Value init, const Dims& window_dimensions, const Dims& window_strides,
+                    const Dims& base_dilations, const Dims& window_dilations, const Padding& padding,
+                    Combiner combiner) {
+  const Type& t = g.type(x);
+  require(window_dimensions.size() == static_cast<size_t>(t.rank()) && window_strides.size() == window_dimensions.size() &&
+              base_dilations.size() == window_dimensions.size() &&
+              window_dilations.size() == window_dimensions.size() && padding.size() == window_dimensions.size(),
+          "reduce_window: rank mismatch");
+  Shape shape(t.rank());
+  for (int64_t i = 0; i < t.rank(); ++i)
+    shape[i] = window_output_size(t.shape[i], base_dilations[i], padding[i].first, padding[i].second,
+                                  window_dimensions[i], window_dilations[i], window_strides[i]);
+  return g.add("stablehlo.reduce_window", {x, init}, Type{t.dtype, shape},
+               "window_dimensions = " + i64_array(window_dimensions) + ", window_strides = " +
+                   i64_array(window_strides) + ", base_dilations = " + i64_array(base_dilations) +
+                   ", window_dilations = " + i64_array(window_dilations) + ", padding = " + padding_attr(padding),
+               combiner);
+}
+
+Value reverse(Graph& g, Value x, const Dims& dims) {
+  if (dims.empty()) return x;
+  return g.add("stablehlo.reverse", {x}, g.type(x), "dimensions = " + i64_array(dims));
+}
+
+Value scatter_1d_combine(Graph& g, Value x, Value indices, Value updates, Combiner combiner) {
+  const Type& ti = g.type(indices);
+  return g.add("stablehlo.scatter", {x, indices, updates}, g.type(x),
+               "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+               "scatter_dims_to_operand_dims = [0], index_vector_dim = " + std::to_string(ti.rank()) +
+                   ">, indices_are_sorted = false, unique_indices = false",
+               combiner);
+}
+
 }  // namespace tpu::ir

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -46,5 +47,30 @@ Value dot_general(Graph& g, Value a, Value b, const Dims& batch_a, const Dims& b
 Value gather_1d(Graph& g, Value x, Value indices);
 // x[indices[i...]] = updates[i...] (rank-1 x; a later duplicate index wins).
 Value scatter_1d(Graph& g, Value x, Value indices, Value updates);
+
+// ---- conv builders
+// Where batch, feature and spatial dimensions sit in a convolution's operands
+// and result; spatial entry i of each list is the same spatial axis.
+struct ConvDims {
+  int64_t input_batch = 0, input_feature = 1;
+  Dims input_spatial;
+  int64_t kernel_output = 0, kernel_input = 1;
+  Dims kernel_spatial;
+  int64_t output_batch = 0, output_feature = 1;
+  Dims output_spatial;
+  // [b, f, 0, 1, ...]x[o, i, 0, 1, ...]->[b, f, 0, 1, ...]
+  static ConvDims channels_first(int64_t spatial_rank);
+};
+using Padding = std::vector<std::pair<int64_t, int64_t>>;  // (low, high) per spatial/window dim
+Value convolution(Graph& g, Value lhs, Value rhs, const ConvDims& dn, const Dims& window_strides,
+                  const Padding& padding, const Dims& lhs_dilation, const Dims& rhs_dilation,
+                  int64_t feature_group_count, int64_t batch_group_count, DType result_dtype);
+// Reduces every window of `x` (padded with `init`) with `combiner`.
+Value reduce_window(Graph& g, Value x, Value init, const Dims& window_dimensions, const Dims& window_strides,
+                    const Dims& base_dilations, const Dims& window_dilations, const Padding& padding,
+                    Combiner combiner);
+Value reverse(Graph& g, Value x, const Dims& dims);
+// x[indices[i...]] = combiner(x[...], updates[i...]) for a rank-1 x; duplicate indices all combine.
+Value scatter_1d_combine(Graph& g, Value x, Value indices, Value updates, Combiner combiner);
 
 }  // namespace tpu::ir
