@@ -10,7 +10,11 @@ import os
 import shutil
 
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+# Building must not load an installed torch_tpu (possibly stale or broken)
+# through torch's backend autoload.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 
 def pjrt_include_dir():

@@ -17,6 +17,13 @@ def test_autoload_on_import_torch():
     assert out.stdout.strip() == "tpu tpu:0 [2.0, 2.0]"
 
 
+def test_import_torch_tpu_first():
+    code = "import torch_tpu, torch\nprint(torch.ones(1, device='tpu').device)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "tpu:0"
+
+
 def test_accelerator_api():
     assert torch.accelerator.current_accelerator() == torch.device("tpu")
     assert torch.accelerator.is_available()

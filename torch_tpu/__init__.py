@@ -29,7 +29,3 @@ def sync():
 def plugin_info():
     """The running PJRT plugin: platform, version, path, API version, device kinds."""
     return _C._init()
-
-
-def _autoload():
-    """Entry point called by `import torch`; importing this package did the work."""
