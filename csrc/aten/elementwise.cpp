@@ -1,9 +1,16 @@
-// Elementwise ops: arithmetic, comparisons, unary math, where and fill.
+// Elementwise ops, by section: arithmetic, comparisons, unary math, binary
+// math, clamp/lerp/addc*/masked_fill, activations and their gradients,
+// where and fill. The math is in lowering/elementwise.*; here are ATen's
+// dtype rules, checks and overloads.
 #include <ATen/core/Tensor.h>
+#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <limits>
+#include <string>
 
 #include "aten/op_helpers.h"
 #include "ir/ops.h"
@@ -30,7 +37,9 @@ at::Tensor arith(const char* name, Binary op, const at::Tensor& self, const at::
   std::vector<at::Tensor> inputs{self, other};
   bool scaled = !scalar_is(alpha, 1);
   if (scaled) inputs.push_back(at::scalar_tensor(alpha, at::TensorOptions().dtype(compute)));
-  return elementwise(name, inputs, compute, compute,
+  // Half types compute in float32 and round once, as ATen's kernels do (a
+  // Python scalar such as 0.3 is not rounded to bfloat16 first).
+  return elementwise(name, inputs, lowering::opmath_type(compute), compute,
                      [op, scaled](ir::Graph& g, const std::vector<ir::Value>& v) {
                        ir::Value rhs = scaled ? lowering::binary(g, Binary::Mul, v[1], v[2]) : v[1];
                        return lowering::binary(g, op, v[0], rhs);
@@ -80,7 +89,7 @@ at::Tensor divide(const char* name, const at::Tensor& self, const at::Tensor& ot
     compute = common;
     TORCH_CHECK(compute != c10::kBool, "div with rounding mode is not supported for bool tensors");
   }
-  return elementwise(name, {self, other}, compute, compute,
+  return elementwise(name, {self, other}, lowering::opmath_type(compute), compute,
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) {
                        return lowering::binary(g, op, v[0], v[1]);
                      },
@@ -155,43 +164,116 @@ COMPARE_KERNELS(gt, ir::Compare::GT)
 COMPARE_KERNELS(ge, ir::Compare::GE)
 #undef COMPARE_KERNELS
 
+// ------------------------------------------------------------ dtype checks
+
+// Which input dtypes an op's CPU kernel accepts; others raise as ATen does.
+enum class Accepts { Any, NoBool, Floating, Integral /* and bool */, IntegralNoBool };
+
+void check_accepts(const char* op, Accepts accepts, c10::ScalarType t) {
+  bool ok = true;
+  switch (accepts) {
+    case Accepts::Any: break;
+    case Accepts::NoBool: ok = t != c10::kBool; break;
+    case Accepts::Floating: ok = c10::isFloatingType(t); break;
+    case Accepts::Integral: ok = c10::isIntegralType(t, /*includeBool=*/true); break;
+    case Accepts::IntegralNoBool: ok = c10::isIntegralType(t, /*includeBool=*/false); break;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(ok, "\"", op, "\" not implemented for '", c10::toString(t), "'");
+}
+
+// The Program name of each variant: "op", "op_", "op.out".
+std::string variant(const char* op, const at::Tensor* out, bool inplace) {
+  return std::string(op) + (inplace ? "_" : out != nullptr ? ".out" : "");
+}
+
 // ------------------------------------------------------------ unary
 
-at::Tensor unary_op(const char* name, Unary op, const at::Tensor& self, const at::Tensor* out, bool inplace) {
-  c10::ScalarType compute = lowering::unary_needs_float(op) ? float_type_for(self.scalar_type())
-                                                            : self.scalar_type();
+at::Tensor unary_op(const char* op_name, Unary op, Accepts accepts, const at::Tensor& self, const at::Tensor* out,
+                    bool inplace) {
+  c10::ScalarType in = self.scalar_type();
   if (op == Unary::Neg)
-    TORCH_CHECK(self.scalar_type() != c10::kBool,
+    TORCH_CHECK(in != c10::kBool,
                 "Negation, the `-` operator, on a bool tensor is not supported. "
                 "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
-  return elementwise(name, {self}, compute, compute,
+  check_accepts(op_name, accepts, in);
+  c10::ScalarType result = lowering::unary_is_predicate(op) ? c10::kBool
+                           : lowering::unary_needs_float(op) ? float_type_for(in)
+                                                             : in;
+  c10::ScalarType compute = lowering::unary_is_predicate(op) ? in : lowering::opmath_type(result);
+  std::string name = variant(op_name, out, inplace);
+  return elementwise(name.c_str(), {self}, compute, result,
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::unary(g, op, v[0]); },
                      out, inplace);
 }
 
-#define UNARY_KERNELS(NAME, OP)                                                            \
-  at::Tensor NAME##_fn(const at::Tensor& self) { return unary_op(#NAME, OP, self, nullptr, false); } \
+#define UNARY_KERNELS(NAME, OP, ACCEPTS)                                                   \
+  at::Tensor NAME##_fn(const at::Tensor& self) {                                         \
+    return unary_op(#NAME, OP, ACCEPTS, self, nullptr, false);                           \
+  }                                                                                      \
   at::Tensor& NAME##_inplace(at::Tensor& self) {                                         \
-    unary_op(#NAME "_", OP, self, &self, true);                                           \
+    unary_op(#NAME, OP, ACCEPTS, self, &self, true);                                     \
     return self;                                                                         \
   }                                                                                      \
   at::Tensor& NAME##_out(const at::Tensor& self, at::Tensor& out) {                      \
-    unary_op(#NAME ".out", OP, self, &out, false);                                        \
+    unary_op(#NAME, OP, ACCEPTS, self, &out, false);                                     \
     return out;                                                                          \
   }
-UNARY_KERNELS(neg, Unary::Neg)
-UNARY_KERNELS(abs, Unary::Abs)
-UNARY_KERNELS(exp, Unary::Exp)
-UNARY_KERNELS(log, Unary::Log)
-UNARY_KERNELS(sqrt, Unary::Sqrt)
-UNARY_KERNELS(rsqrt, Unary::Rsqrt)
-UNARY_KERNELS(tanh, Unary::Tanh)
-UNARY_KERNELS(sigmoid, Unary::Sigmoid)
+#define UNARY_OPS(X)                                 \
+  X(neg, Unary::Neg, Accepts::Any)                   \
+  X(abs, Unary::Abs, Accepts::NoBool)                \
+  X(exp, Unary::Exp, Accepts::Any)                   \
+  X(log, Unary::Log, Accepts::Any)                   \
+  X(sqrt, Unary::Sqrt, Accepts::Any)                 \
+  X(rsqrt, Unary::Rsqrt, Accepts::Any)               \
+  X(tanh, Unary::Tanh, Accepts::Any)                 \
+  X(sigmoid, Unary::Sigmoid, Accepts::Any)           \
+  X(sin, Unary::Sin, Accepts::Any)                   \
+  X(cos, Unary::Cos, Accepts::Any)                   \
+  X(tan, Unary::Tan, Accepts::Any)                   \
+  X(asin, Unary::Asin, Accepts::Any)                 \
+  X(acos, Unary::Acos, Accepts::Any)                 \
+  X(atan, Unary::Atan, Accepts::Any)                 \
+  X(sinh, Unary::Sinh, Accepts::Any)                 \
+  X(cosh, Unary::Cosh, Accepts::Any)                 \
+  X(asinh, Unary::Asinh, Accepts::Any)               \
+  X(acosh, Unary::Acosh, Accepts::Any)               \
+  X(atanh, Unary::Atanh, Accepts::Any)               \
+  X(log1p, Unary::Log1p, Accepts::Any)               \
+  X(expm1, Unary::Expm1, Accepts::Any)               \
+  X(log2, Unary::Log2, Accepts::Any)                 \
+  X(log10, Unary::Log10, Accepts::Any)               \
+  X(exp2, Unary::Exp2, Accepts::Any)                 \
+  X(erf, Unary::Erf, Accepts::Any)                   \
+  X(erfinv, Unary::Erfinv, Accepts::Any)             \
+  X(reciprocal, Unary::Reciprocal, Accepts::Any)     \
+  X(floor, Unary::Floor, Accepts::NoBool)            \
+  X(ceil, Unary::Ceil, Accepts::NoBool)              \
+  X(round, Unary::Round, Accepts::NoBool)            \
+  X(trunc, Unary::Trunc, Accepts::NoBool)            \
+  X(frac, Unary::Frac, Accepts::Floating)            \
+  X(sign, Unary::Sign, Accepts::Any)                 \
+  X(sgn, Unary::Sign, Accepts::Any)                  \
+  X(bitwise_not, Unary::BitwiseNot, Accepts::Integral) \
+  X(logical_not, Unary::LogicalNot, Accepts::Any)
+UNARY_OPS(UNARY_KERNELS)
 #undef UNARY_KERNELS
 
-at::Tensor relu_fn(const at::Tensor& self) { return unary_op("relu", Unary::Relu, self, nullptr, false); }
+// Predicates without an in-place form.
+at::Tensor isnan_fn(const at::Tensor& self) { return unary_op("isnan", Unary::IsNan, Accepts::Any, self, nullptr, false); }
+#define PREDICATE_KERNELS(NAME, OP)                                                         \
+  at::Tensor NAME##_fn(const at::Tensor& self) { return unary_op(#NAME, OP, Accepts::Any, self, nullptr, false); } \
+  at::Tensor& NAME##_out(const at::Tensor& self, at::Tensor& out) {                       \
+    unary_op(#NAME, OP, Accepts::Any, self, &out, false);                                 \
+    return out;                                                                           \
+  }
+PREDICATE_KERNELS(isposinf, Unary::IsPosInf)
+PREDICATE_KERNELS(isneginf, Unary::IsNegInf)
+PREDICATE_KERNELS(signbit, Unary::SignBit)
+#undef PREDICATE_KERNELS
+
+at::Tensor relu_fn(const at::Tensor& self) { return unary_op("relu", Unary::Relu, Accepts::Any, self, nullptr, false); }
 at::Tensor& relu_inplace(at::Tensor& self) {
-  unary_op("relu_", Unary::Relu, self, &self, true);
+  unary_op("relu", Unary::Relu, Accepts::Any, self, &self, true);
   return self;
 }
 
@@ -204,6 +286,622 @@ at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, co
                        ir::Value zero = ir::full(g, g.type(v[0]).dtype, 0, g.type(v[0]).shape);
                        return ir::select(g, below, zero, v[0]);
                      });
+}
+
+// round(decimals=): decimals is part of the program (it is an int attribute).
+at::Tensor round_decimals_op(const at::Tensor& self, int64_t decimals, const at::Tensor* out, bool inplace) {
+  if (decimals == 0) return unary_op("round", Unary::Round, Accepts::NoBool, self, out, inplace);
+  check_accepts("round", Accepts::Floating, self.scalar_type());
+  c10::ScalarType result = self.scalar_type();
+  std::string name = variant("round", out, inplace);
+  return elementwise(name.c_str(), {self}, lowering::opmath_type(result), result,
+                     [decimals](ir::Graph& g, const std::vector<ir::Value>& v) {
+                       return lowering::round_decimals(g, v[0], decimals);
+                     },
+                     out, inplace);
+}
+at::Tensor round_decimals(const at::Tensor& self, int64_t decimals) {
+  return round_decimals_op(self, decimals, nullptr, false);
+}
+at::Tensor& round_decimals_inplace(at::Tensor& self, int64_t decimals) {
+  round_decimals_op(self, decimals, &self, true);
+  return self;
+}
+at::Tensor& round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& out) {
+  round_decimals_op(self, decimals, &out, false);
+  return out;
+}
+
+// nan_to_num: replacements default to 0 and the dtype's largest finite values.
+double largest_finite(c10::ScalarType t) {
+  switch (t) {
+    case c10::kHalf: return static_cast<double>(std::numeric_limits<c10::Half>::max());
+    case c10::kBFloat16: return static_cast<double>(std::numeric_limits<c10::BFloat16>::max());
+    case c10::kFloat: return std::numeric_limits<float>::max();
+    default: return std::numeric_limits<double>::max();
+  }
+}
+
+at::Tensor nan_to_num_op(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                         std::optional<double> neginf, const at::Tensor* out, bool inplace) {
+  c10::ScalarType t = self.scalar_type();
+  std::string name = variant("nan_to_num", out, inplace);
+  if (!c10::isFloatingType(t))
+    return elementwise(name.c_str(), {self}, t, t, [](ir::Graph&, const std::vector<ir::Value>& v) { return v[0]; },
+                       out, inplace);
+  double big = largest_finite(t);
+  std::vector<at::Tensor> inputs{self, scalar_operand(nan.value_or(0.0)), scalar_operand(posinf.value_or(big)),
+                                 scalar_operand(neginf.value_or(-big))};
+  return elementwise(name.c_str(), inputs, t, t,
+                     [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                       return lowering::nan_to_num(g, v[0], v[1], v[2], v[3]);
+                     },
+                     out, inplace);
+}
+at::Tensor nan_to_num_fn(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                         std::optional<double> neginf) {
+  return nan_to_num_op(self, nan, posinf, neginf, nullptr, false);
+}
+at::Tensor& nan_to_num_inplace(at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                               std::optional<double> neginf) {
+  nan_to_num_op(self, nan, posinf, neginf, &self, true);
+  return self;
+}
+at::Tensor& nan_to_num_out(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                           std::optional<double> neginf, at::Tensor& out) {
+  nan_to_num_op(self, nan, posinf, neginf, &out, false);
+  return out;
+}
+
+// ------------------------------------------------------------ binary math
+
+// The dtype rules of each binary op, after ATen's common-dtype promotion.
+struct BinaryTypes {
+  c10::ScalarType compute, result;
+};
+BinaryTypes binary_types(const char* op_name, Binary op, c10::ScalarType common) {
+  switch (op) {
+    case Binary::Atan2:
+    case Binary::CopySign: {
+      c10::ScalarType f = float_type_for(common);
+      return {lowering::opmath_type(f), f};
+    }
+    case Binary::Hypot: check_accepts(op_name, Accepts::Floating, common); break;
+    case Binary::Pow:
+    case Binary::Remainder:
+    case Binary::FMod: check_accepts(op_name, Accepts::NoBool, common); break;
+    case Binary::BitAnd:
+    case Binary::BitOr:
+    case Binary::BitXor: check_accepts(op_name, Accepts::Integral, common); break;
+    case Binary::ShiftLeft:
+    case Binary::ShiftRight: check_accepts(op_name, Accepts::IntegralNoBool, common); return {common, common};
+    case Binary::LogicalAnd:
+    case Binary::LogicalOr:
+    case Binary::LogicalXor: return {common, c10::kBool};
+    default: break;
+  }
+  return {lowering::opmath_type(common), common};
+}
+
+at::Tensor binary_op(const char* op_name, Binary op, const at::Tensor& self, const at::Tensor& other,
+                     const at::Tensor* out, bool inplace) {
+  BinaryTypes types = binary_types(op_name, op, at::result_type(self, other));
+  std::string name = variant(op_name, out, inplace);
+  return elementwise(name.c_str(), {self, other}, types.compute, types.result,
+                     [op](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::binary(g, op, v[0], v[1]); },
+                     out, inplace);
+}
+
+#define BINARY_KERNELS(NAME, OP)                                                                  \
+  at::Tensor NAME##_fn(const at::Tensor& self, const at::Tensor& other) {                       \
+    return binary_op(#NAME, OP, self, other, nullptr, false);                                   \
+  }                                                                                             \
+  [[maybe_unused]] at::Tensor& NAME##_inplace(at::Tensor& self, const at::Tensor& other) {                       \
+    binary_op(#NAME, OP, self, other, &self, true);                                             \
+    return self;                                                                                \
+  }                                                                                             \
+  at::Tensor& NAME##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {    \
+    binary_op(#NAME, OP, self, other, &out, false);                                             \
+    return out;                                                                                 \
+  }                                                                                             \
+  [[maybe_unused]] at::Tensor NAME##_scalar_fn(const at::Tensor& self, const c10::Scalar& other) {               \
+    return binary_op(#NAME, OP, self, scalar_operand(other), nullptr, false);                   \
+  }                                                                                             \
+  [[maybe_unused]] at::Tensor& NAME##_scalar_inplace(at::Tensor& self, const c10::Scalar& other) {               \
+    binary_op(#NAME, OP, self, scalar_operand(other), &self, true);                             \
+    return self;                                                                                \
+  }
+#define BINARY_OPS(X)                        \
+  X(pow, Binary::Pow)                        \
+  X(maximum, Binary::Max)                    \
+  X(minimum, Binary::Min)                    \
+  X(fmax, Binary::FMax)                      \
+  X(fmin, Binary::FMin)                      \
+  X(atan2, Binary::Atan2)                    \
+  X(remainder, Binary::Remainder)            \
+  X(fmod, Binary::FMod)                      \
+  X(logical_and, Binary::LogicalAnd)         \
+  X(logical_or, Binary::LogicalOr)           \
+  X(logical_xor, Binary::LogicalXor)         \
+  X(bitwise_and, Binary::BitAnd)             \
+  X(bitwise_or, Binary::BitOr)               \
+  X(bitwise_xor, Binary::BitXor)             \
+  X(bitwise_left_shift, Binary::ShiftLeft)   \
+  X(bitwise_right_shift, Binary::ShiftRight) \
+  X(copysign, Binary::CopySign)              \
+  X(hypot, Binary::Hypot)
+BINARY_OPS(BINARY_KERNELS)
+#undef BINARY_KERNELS
+
+// pow(Tensor, Scalar): numpy's rule against negative integer powers of integers.
+void check_integer_power(const at::Tensor& base, const c10::Scalar& exponent) {
+  TORCH_CHECK(!(c10::isIntegralType(base.scalar_type(), true) && exponent.isIntegral(true) && exponent.toLong() < 0),
+              "Integers to negative integer powers are not allowed.");
+}
+at::Tensor pow_tensor_scalar(const at::Tensor& self, const c10::Scalar& exponent) {
+  check_integer_power(self, exponent);
+  return binary_op("pow", Binary::Pow, self, scalar_operand(exponent), nullptr, false);
+}
+at::Tensor& pow_tensor_scalar_inplace(at::Tensor& self, const c10::Scalar& exponent) {
+  check_integer_power(self, exponent);
+  binary_op("pow", Binary::Pow, self, scalar_operand(exponent), &self, true);
+  return self;
+}
+at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const c10::Scalar& exponent, at::Tensor& out) {
+  check_integer_power(self, exponent);
+  binary_op("pow", Binary::Pow, self, scalar_operand(exponent), &out, false);
+  return out;
+}
+at::Tensor pow_scalar_tensor(const c10::Scalar& self, const at::Tensor& exponent) {
+  return binary_op("pow", Binary::Pow, scalar_operand(self), exponent, nullptr, false);
+}
+at::Tensor& pow_scalar_tensor_out(const c10::Scalar& self, const at::Tensor& exponent, at::Tensor& out) {
+  binary_op("pow", Binary::Pow, scalar_operand(self), exponent, &out, false);
+  return out;
+}
+at::Tensor remainder_scalar_tensor(const c10::Scalar& self, const at::Tensor& other) {
+  return binary_op("remainder", Binary::Remainder, scalar_operand(self), other, nullptr, false);
+}
+
+// ------------------------------------------------------------ clamp, lerp, addcmul/addcdiv, masked_fill
+
+// clamp's result dtype: floats keep theirs; integers promote with the bounds
+// (ATen promotes clamp's scalar bounds like wrapped numbers).
+c10::ScalarType clamp_type(const at::Tensor& self, const std::optional<c10::Scalar>& lo,
+                           const std::optional<c10::Scalar>& hi) {
+  if (c10::isFloatingType(self.scalar_type())) return self.scalar_type();
+  at::native::ResultTypeState state{};
+  state = at::native::update_result_type_state(self, state);
+  if (lo) state = at::native::update_result_type_state(*lo, state);
+  if (hi) state = at::native::update_result_type_state(*hi, state);
+  return at::native::result_type(state);
+}
+
+at::Tensor clamp_op(const char* op_name, const at::Tensor& self, const std::optional<at::Tensor>& lo,
+                    const std::optional<at::Tensor>& hi, c10::ScalarType common, const at::Tensor* out,
+                    bool inplace) {
+  bool has_lo = lo.has_value() && lo->defined(), has_hi = hi.has_value() && hi->defined();
+  TORCH_CHECK(has_lo || has_hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  check_accepts(op_name, Accepts::NoBool, common);
+  std::vector<at::Tensor> inputs{self};
+  if (has_lo) inputs.push_back(*lo);
+  if (has_hi) inputs.push_back(*hi);
+  std::string name = variant(op_name, out, inplace);
+  return elementwise(name.c_str(), inputs, common, common,
+                     [has_lo, has_hi](ir::Graph& g, const std::vector<ir::Value>& v) {
+                       std::optional<ir::Value> l, h;
+                       if (has_lo) l = v[1];
+                       if (has_hi) h = v[has_lo ? 2 : 1];
+                       return lowering::clamp(g, v[0], l, h);
+                     },
+                     out, inplace);
+}
+
+std::optional<at::Tensor> bound(const std::optional<c10::Scalar>& s) {
+  if (!s.has_value()) return std::nullopt;
+  return scalar_operand(*s);
+}
+at::Tensor clamp_scalar_op(const char* op_name, const at::Tensor& self, const std::optional<c10::Scalar>& lo,
+                           const std::optional<c10::Scalar>& hi, const at::Tensor* out, bool inplace) {
+  return clamp_op(op_name, self, bound(lo), bound(hi), clamp_type(self, lo, hi), out, inplace);
+}
+at::Tensor clamp_tensor_op(const char* op_name, const at::Tensor& self, const std::optional<at::Tensor>& lo,
+                           const std::optional<at::Tensor>& hi, const at::Tensor* out, bool inplace) {
+  // The common dtype of all tensor operands, as TensorIterator computes it.
+  at::native::ResultTypeState state = at::native::update_result_type_state(self, {});
+  if (lo.has_value() && lo->defined()) state = at::native::update_result_type_state(*lo, state);
+  if (hi.has_value() && hi->defined()) state = at::native::update_result_type_state(*hi, state);
+  c10::ScalarType common = at::native::result_type(state);
+  return clamp_op(op_name, self, lo, hi, common, out, inplace);
+}
+
+using OptScalar = std::optional<c10::Scalar>;
+using OptTensor = std::optional<at::Tensor>;
+
+at::Tensor clamp_fn(const at::Tensor& self, const OptScalar& lo, const OptScalar& hi) {
+  return clamp_scalar_op("clamp", self, lo, hi, nullptr, false);
+}
+at::Tensor& clamp_inplace(at::Tensor& self, const OptScalar& lo, const OptScalar& hi) {
+  clamp_scalar_op("clamp", self, lo, hi, &self, true);
+  return self;
+}
+at::Tensor& clamp_out(const at::Tensor& self, const OptScalar& lo, const OptScalar& hi, at::Tensor& out) {
+  clamp_scalar_op("clamp", self, lo, hi, &out, false);
+  return out;
+}
+at::Tensor clamp_t_fn(const at::Tensor& self, const OptTensor& lo, const OptTensor& hi) {
+  return clamp_tensor_op("clamp", self, lo, hi, nullptr, false);
+}
+at::Tensor& clamp_t_inplace(at::Tensor& self, const OptTensor& lo, const OptTensor& hi) {
+  clamp_tensor_op("clamp", self, lo, hi, &self, true);
+  return self;
+}
+at::Tensor& clamp_t_out(const at::Tensor& self, const OptTensor& lo, const OptTensor& hi, at::Tensor& out) {
+  clamp_tensor_op("clamp", self, lo, hi, &out, false);
+  return out;
+}
+// clamp_min / clamp_max: one bound, Scalar or Tensor.
+#define CLAMP_ONE_KERNELS(NAME, LO, HI)                                                                   \
+  at::Tensor NAME##_fn(const at::Tensor& self, const c10::Scalar& b) {                                  \
+    return clamp_scalar_op(#NAME, self, LO(b), HI(b), nullptr, false);                                  \
+  }                                                                                                     \
+  at::Tensor& NAME##_inplace(at::Tensor& self, const c10::Scalar& b) {                                  \
+    clamp_scalar_op(#NAME, self, LO(b), HI(b), &self, true);                                            \
+    return self;                                                                                        \
+  }                                                                                                     \
+  at::Tensor& NAME##_out(const at::Tensor& self, const c10::Scalar& b, at::Tensor& out) {               \
+    clamp_scalar_op(#NAME, self, LO(b), HI(b), &out, false);                                            \
+    return out;                                                                                         \
+  }                                                                                                     \
+  at::Tensor NAME##_t_fn(const at::Tensor& self, const at::Tensor& b) {                                 \
+    return clamp_tensor_op(#NAME, self, LO(b), HI(b), nullptr, false);                                  \
+  }                                                                                                     \
+  at::Tensor& NAME##_t_inplace(at::Tensor& self, const at::Tensor& b) {                                 \
+    clamp_tensor_op(#NAME, self, LO(b), HI(b), &self, true);                                            \
+    return self;                                                                                        \
+  }                                                                                                     \
+  at::Tensor& NAME##_t_out(const at::Tensor& self, const at::Tensor& b, at::Tensor& out) {              \
+    clamp_tensor_op(#NAME, self, LO(b), HI(b), &out, false);                                            \
+    return out;                                                                                         \
+  }
+#define KEEP(b) b
+#define NONE(b) std::nullopt
+CLAMP_ONE_KERNELS(clamp_min, KEEP, NONE)
+CLAMP_ONE_KERNELS(clamp_max, NONE, KEEP)
+#undef KEEP
+#undef NONE
+#undef CLAMP_ONE_KERNELS
+
+// lerp: self, end (and a tensor weight) share one floating dtype.
+at::Tensor lerp_op(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, bool weight_is_tensor,
+                   const at::Tensor* out, bool inplace) {
+  TORCH_CHECK(self.dtype() == end.dtype(), "expected dtype ", self.dtype(), " for `end` but got dtype ", end.dtype());
+  if (weight_is_tensor)
+    TORCH_CHECK(self.dtype() == weight.dtype(), "expected dtype ", self.dtype(), " for `weight` but got dtype ",
+                weight.dtype());
+  check_accepts("lerp", Accepts::Floating, self.scalar_type());
+  c10::ScalarType t = self.scalar_type();
+  std::string name = variant("lerp", out, inplace);
+  return elementwise(name.c_str(), {self, end, weight}, lowering::opmath_type(t), t,
+                     [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::lerp(g, v[0], v[1], v[2]); },
+                     out, inplace);
+}
+at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
+  return lerp_op(self, end, scalar_operand(w), false, nullptr, false);
+}
+at::Tensor& lerp_scalar_inplace(at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
+  lerp_op(self, end, scalar_operand(w), false, &self, true);
+  return self;
+}
+at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w, at::Tensor& out) {
+  lerp_op(self, end, scalar_operand(w), false, &out, false);
+  return out;
+}
+at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
+  return lerp_op(self, end, w, true, nullptr, false);
+}
+at::Tensor& lerp_tensor_inplace(at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
+  lerp_op(self, end, w, true, &self, true);
+  return self;
+}
+at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& w, at::Tensor& out) {
+  lerp_op(self, end, w, true, &out, false);
+  return out;
+}
+
+// addcmul: self + value * t1 * t2; addcdiv: self + value * t1 / t2 (ATen's
+// evaluation order). value is a runtime parameter.
+at::Tensor addc_op(const char* op_name, bool divide, const at::Tensor& self, const at::Tensor& t1,
+                   const at::Tensor& t2, const c10::Scalar& value, const at::Tensor* out, bool inplace) {
+  if (divide)
+    TORCH_CHECK(!(c10::isIntegralType(t1.scalar_type(), true) && c10::isIntegralType(t2.scalar_type(), true)),
+                "Integer division with addcdiv is no longer supported, and in a future  ",
+                "release addcdiv will perform a true division of tensor1 and tensor2. ",
+                "The historic addcdiv behavior can be implemented as ",
+                "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) ",
+                "for integer inputs and as ",
+                "(input + value * tensor1 / tensor2) for float inputs. ",
+                "The future addcdiv behavior is just the latter implementation: ",
+                "(input + value * tensor1 / tensor2), for all dtypes.");
+  c10::ScalarType common = at::native::result_type(at::native::update_result_type_state(
+      t2, at::native::update_result_type_state(t1, at::native::update_result_type_state(self, {}))));
+  c10::ScalarType compute = lowering::opmath_type(common);
+  std::string name = variant(op_name, out, inplace);
+  return elementwise(name.c_str(), {self, t1, t2, scalar_operand(value)}, compute, common,
+                     [divide](ir::Graph& g, const std::vector<ir::Value>& v) {
+                       ir::Value scaled = lowering::binary(g, Binary::Mul, v[3], v[1]);
+                       ir::Value term = lowering::binary(g, divide ? Binary::Div : Binary::Mul, scaled, v[2]);
+                       return lowering::binary(g, Binary::Add, v[0], term);
+                     },
+                     out, inplace);
+}
+#define ADDC_KERNELS(NAME, DIVIDE)                                                                          \
+  at::Tensor NAME##_fn(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,                \
+                       const c10::Scalar& value) {                                                        \
+    return addc_op(#NAME, DIVIDE, self, t1, t2, value, nullptr, false);                                   \
+  }                                                                                                       \
+  at::Tensor& NAME##_inplace(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,                \
+                             const c10::Scalar& value) {                                                  \
+    addc_op(#NAME, DIVIDE, self, t1, t2, value, &self, true);                                             \
+    return self;                                                                                          \
+  }                                                                                                       \
+  at::Tensor& NAME##_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,              \
+                         const c10::Scalar& value, at::Tensor& out) {                                     \
+    addc_op(#NAME, DIVIDE, self, t1, t2, value, &out, false);                                             \
+    return out;                                                                                           \
+  }
+ADDC_KERNELS(addcmul, false)
+ADDC_KERNELS(addcdiv, true)
+#undef ADDC_KERNELS
+
+// masked_fill_: in place only (the functional forms are ATen composites).
+at::Tensor& masked_fill_op(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  TORCH_CHECK(mask.scalar_type() == c10::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  c10::ScalarType t = self.scalar_type();
+  elementwise("masked_fill_", {self, mask, value}, t, t,
+              [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                return lowering::where(g, ir::convert(g, v[1], ir::DType::Pred), v[2], v[0]);
+              },
+              &self, true);
+  return self;
+}
+at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
+  return masked_fill_op(self, mask, scalar_operand(value));
+}
+at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  return masked_fill_op(self, mask, value);
+}
+
+// ------------------------------------------------------------ activations
+
+// An activation (or its gradient) of floating tensors: computed in opmath,
+// result in the common dtype of the tensor operands; Scalar parameters are
+// runtime parameters (a new slope does not recompile).
+at::Tensor activation(const char* op_name, std::vector<at::Tensor> tensors, const std::vector<c10::Scalar>& params,
+                      const Build& build, const at::Tensor* out = nullptr, bool inplace = false) {
+  c10::ScalarType common = tensors.size() == 1 ? tensors[0].scalar_type() : at::result_type(tensors[0], tensors[1]);
+  check_accepts(op_name, Accepts::Floating, common);
+  for (const c10::Scalar& s : params) tensors.push_back(scalar_operand(s));
+  std::string name = variant(op_name, out, inplace);
+  return elementwise(name.c_str(), tensors, lowering::opmath_type(common), common, build, out, inplace);
+}
+
+// Functional, in-place and out= forms of an activation with Scalar
+// parameters PARAMS (a parenthesised declaration list) named ARGS.
+#define ACTIVATION_KERNELS(NAME, PARAMS, ARGS, BUILD)                                            \
+  at::Tensor NAME##_fn(const at::Tensor& self PARAMS) {                                          \
+    return activation(#NAME, {self}, {ARGS}, BUILD);                                             \
+  }                                                                                              \
+  [[maybe_unused]] at::Tensor& NAME##_inplace(at::Tensor& self PARAMS) {                                          \
+    activation(#NAME, {self}, {ARGS}, BUILD, &self, true);                                       \
+    return self;                                                                                 \
+  }                                                                                              \
+  at::Tensor& NAME##_out(const at::Tensor& self PARAMS, at::Tensor& out) {                       \
+    activation(#NAME, {self}, {ARGS}, BUILD, &out, false);                                       \
+    return out;                                                                                  \
+  }
+#define BUILD1(F) [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::F(g, v[0]); }
+#define NO_PARAMS
+#define COMMA ,
+
+ACTIVATION_KERNELS(silu, NO_PARAMS, NO_PARAMS, BUILD1(silu))
+ACTIVATION_KERNELS(hardswish, NO_PARAMS, NO_PARAMS, BUILD1(hardswish))
+ACTIVATION_KERNELS(hardsigmoid, NO_PARAMS, NO_PARAMS, BUILD1(hardsigmoid))
+ACTIVATION_KERNELS(mish, NO_PARAMS, NO_PARAMS, BUILD1(mish))
+ACTIVATION_KERNELS(leaky_relu, COMMA const c10::Scalar& slope, slope,
+                   [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::leaky_relu(g, v[0], v[1]); })
+ACTIVATION_KERNELS(elu, COMMA const c10::Scalar& alpha COMMA const c10::Scalar& scale COMMA const c10::Scalar& input_scale,
+                   alpha COMMA scale COMMA input_scale,
+                   [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                     return lowering::elu(g, v[0], v[1], v[2], v[3]);
+                   })
+ACTIVATION_KERNELS(softplus, COMMA const c10::Scalar& beta COMMA const c10::Scalar& threshold, beta COMMA threshold,
+                   [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                     return lowering::softplus(g, v[0], v[1], v[2]);
+                   })
+#undef ACTIVATION_KERNELS
+
+bool gelu_uses_tanh(c10::string_view approximate) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
+  return approximate == "tanh";
+}
+Build gelu_build(c10::string_view approximate) {
+  bool tanh = gelu_uses_tanh(approximate);
+  return [tanh](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::gelu(g, v[0], tanh); };
+}
+at::Tensor gelu_fn(const at::Tensor& self, c10::string_view approximate) {
+  return activation("gelu", {self}, {}, gelu_build(approximate));
+}
+at::Tensor& gelu_inplace(at::Tensor& self, c10::string_view approximate) {
+  activation("gelu", {self}, {}, gelu_build(approximate), &self, true);
+  return self;
+}
+at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
+  activation("gelu", {self}, {}, gelu_build(approximate), &out, false);
+  return out;
+}
+
+// hardtanh is clamp with Scalar bounds (integers allowed, bool not).
+at::Tensor hardtanh_op(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi, const at::Tensor* out,
+                       bool inplace) {
+  TORCH_CHECK(self.scalar_type() != c10::kBool, "Bool inputs not supported for hardtanh");
+  if (c10::isIntegralType(self.scalar_type(), /*includeBool=*/false)) {
+    // ATen's legacy rule: integer inputs truncate the bounds instead of promoting.
+    TORCH_CHECK(self.scalar_type() != c10::kByte || (lo.toLong() >= 0 && hi.toLong() >= 0),
+                "cannot do hardtanh on an unsigned type with negative limits");
+    return clamp_scalar_op("hardtanh", self, c10::Scalar(lo.toLong()), c10::Scalar(hi.toLong()), out, inplace);
+  }
+  return clamp_scalar_op("hardtanh", self, lo, hi, out, inplace);
+}
+at::Tensor hardtanh_fn(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
+  return hardtanh_op(self, lo, hi, nullptr, false);
+}
+at::Tensor& hardtanh_inplace(at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
+  hardtanh_op(self, lo, hi, &self, true);
+  return self;
+}
+at::Tensor& hardtanh_out(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi, at::Tensor& out) {
+  hardtanh_op(self, lo, hi, &out, false);
+  return out;
+}
+
+// logit(eps=None): eps is a runtime parameter when given.
+at::Tensor logit_op(const at::Tensor& self, std::optional<double> eps, const at::Tensor* out, bool inplace) {
+  c10::ScalarType result = float_type_for(self.scalar_type());
+  std::vector<at::Tensor> inputs{self};
+  if (eps) inputs.push_back(scalar_operand(*eps));
+  std::string name = variant("logit", out, inplace);
+  return elementwise(name.c_str(), inputs, lowering::opmath_type(result), result,
+                     [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                       return lowering::logit(g, v[0], v.size() > 1 ? std::optional<ir::Value>(v[1]) : std::nullopt);
+                     },
+                     out, inplace);
+}
+at::Tensor logit_fn(const at::Tensor& self, std::optional<double> eps) { return logit_op(self, eps, nullptr, false); }
+at::Tensor& logit_inplace(at::Tensor& self, std::optional<double> eps) {
+  logit_op(self, eps, &self, true);
+  return self;
+}
+at::Tensor& logit_out(const at::Tensor& self, std::optional<double> eps, at::Tensor& out) {
+  logit_op(self, eps, &out, false);
+  return out;
+}
+
+// ---- gradients: functional and out= (grad_input) forms.
+
+#define GRADIENT_KERNELS(NAME, PARAMS, ARGS, BUILD)                                                        \
+  [[maybe_unused]] at::Tensor NAME##_fn(const at::Tensor& grad, const at::Tensor& x PARAMS) {                             \
+    return activation(#NAME, {grad, x}, {ARGS}, BUILD);                                                  \
+  }                                                                                                      \
+  at::Tensor& NAME##_out(const at::Tensor& grad, const at::Tensor& x PARAMS, at::Tensor& grad_input) {   \
+    activation(#NAME, {grad, x}, {ARGS}, BUILD, &grad_input, false);                                     \
+    return grad_input;                                                                                   \
+  }
+#define BUILD2(F) [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::F(g, v[0], v[1]); }
+GRADIENT_KERNELS(silu_backward, NO_PARAMS, NO_PARAMS, BUILD2(silu_backward))
+GRADIENT_KERNELS(sigmoid_backward, NO_PARAMS, NO_PARAMS, BUILD2(sigmoid_backward))
+GRADIENT_KERNELS(tanh_backward, NO_PARAMS, NO_PARAMS, BUILD2(tanh_backward))
+GRADIENT_KERNELS(hardswish_backward, NO_PARAMS, NO_PARAMS, BUILD2(hardswish_backward))
+GRADIENT_KERNELS(hardsigmoid_backward, NO_PARAMS, NO_PARAMS, BUILD2(hardsigmoid_backward))
+GRADIENT_KERNELS(hardtanh_backward, COMMA const c10::Scalar& lo COMMA const c10::Scalar& hi, lo COMMA hi,
+                 [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                   return lowering::hardtanh_backward(g, v[0], v[1], v[2], v[3]);
+                 })
+GRADIENT_KERNELS(softplus_backward, COMMA const c10::Scalar& beta COMMA const c10::Scalar& threshold,
+                 beta COMMA threshold,
+                 [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                   return lowering::softplus_backward(g, v[0], v[1], v[2], v[3]);
+                 })
+#undef GRADIENT_KERNELS
+#undef BUILD1
+#undef BUILD2
+#undef NO_PARAMS
+#undef COMMA
+
+Build gelu_backward_build(c10::string_view approximate) {
+  bool tanh = gelu_uses_tanh(approximate);
+  return [tanh](ir::Graph& g, const std::vector<ir::Value>& v) {
+    return lowering::gelu_backward(g, v[0], v[1], tanh);
+  };
+}
+at::Tensor gelu_backward_fn(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate) {
+  return activation("gelu_backward", {grad, x}, {}, gelu_backward_build(approximate));
+}
+at::Tensor& gelu_backward_out(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate,
+                              at::Tensor& grad_input) {
+  activation("gelu_backward", {grad, x}, {}, gelu_backward_build(approximate), &grad_input, false);
+  return grad_input;
+}
+
+at::Tensor leaky_relu_backward_op(const at::Tensor& grad, const at::Tensor& x, const c10::Scalar& slope,
+                                  bool self_is_result, const at::Tensor* out) {
+  TORCH_CHECK(!self_is_result || slope.to<double>() >= 0.0,
+              "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. "
+              "This is caused by calling in-place forward function with a negative slope, "
+              "please call out-of-place version instead. File an issue at https://github.com/pytorch/pytorch if you "
+              "do require supporting in-place leakRelu backward calculation with negative slope");
+  return activation("leaky_relu_backward", {grad, x}, {slope},
+                    [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                      return lowering::leaky_relu_backward(g, v[0], v[1], v[2]);
+                    },
+                    out, false);
+}
+at::Tensor leaky_relu_backward_fn(const at::Tensor& grad, const at::Tensor& x, const c10::Scalar& slope,
+                                  bool self_is_result) {
+  return leaky_relu_backward_op(grad, x, slope, self_is_result, nullptr);
+}
+at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& x, const c10::Scalar& slope,
+                                    bool self_is_result, at::Tensor& grad_input) {
+  leaky_relu_backward_op(grad, x, slope, self_is_result, &grad_input);
+  return grad_input;
+}
+
+at::Tensor elu_backward_op(const at::Tensor& grad, const c10::Scalar& alpha, const c10::Scalar& scale,
+                           const c10::Scalar& input_scale, bool is_result, const at::Tensor& x_or_result,
+                           const at::Tensor* out) {
+  TORCH_CHECK(!is_result || alpha.to<double>() >= 0.0,
+              "In-place elu backward calculation is triggered with a negative slope which is not supported. "
+              "This is caused by calling in-place forward function with a negative slope, "
+              "please call out-of-place version instead.");
+  return activation("elu_backward", {grad, x_or_result}, {alpha, scale, input_scale},
+                    [is_result](ir::Graph& g, const std::vector<ir::Value>& v) {
+                      return lowering::elu_backward(g, v[0], v[1], v[2], v[3], v[4], is_result);
+                    },
+                    out, false);
+}
+at::Tensor elu_backward_fn(const at::Tensor& grad, const c10::Scalar& alpha, const c10::Scalar& scale,
+                           const c10::Scalar& input_scale, bool is_result, const at::Tensor& x_or_result) {
+  return elu_backward_op(grad, alpha, scale, input_scale, is_result, x_or_result, nullptr);
+}
+at::Tensor& elu_backward_out(const at::Tensor& grad, const c10::Scalar& alpha, const c10::Scalar& scale,
+                             const c10::Scalar& input_scale, bool is_result, const at::Tensor& x_or_result,
+                             at::Tensor& grad_input) {
+  elu_backward_op(grad, alpha, scale, input_scale, is_result, x_or_result, &grad_input);
+  return grad_input;
+}
+
+at::Tensor logit_backward_op(const at::Tensor& grad, const at::Tensor& x, std::optional<double> eps,
+                             const at::Tensor* out) {
+  std::vector<c10::Scalar> params;
+  if (eps) params.push_back(*eps);
+  bool has_eps = eps.has_value();
+  return activation("logit_backward", {grad, x}, params,
+                    [has_eps](ir::Graph& g, const std::vector<ir::Value>& v) {
+                      return lowering::logit_backward(g, v[0], v[1],
+                                                      has_eps ? std::optional<ir::Value>(v[2]) : std::nullopt);
+                    },
+                    out, false);
+}
+at::Tensor logit_backward_fn(const at::Tensor& grad, const at::Tensor& x, std::optional<double> eps) {
+  return logit_backward_op(grad, x, eps, nullptr);
+}
+at::Tensor& logit_backward_out(const at::Tensor& grad, const at::Tensor& x, std::optional<double> eps,
+                               at::Tensor& grad_input) {
+  logit_backward_op(grad, x, eps, &grad_input);
+  return grad_input;
 }
 
 // ------------------------------------------------------------ where / fill
@@ -286,22 +984,142 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REGISTER_COMPARE(gt)
   REGISTER_COMPARE(ge)
 #undef REGISTER_COMPARE
-#define REGISTER_UNARY(NAME)             \
-  m.impl(#NAME, NAME##_fn);              \
-  m.impl(#NAME "_", NAME##_inplace);     \
+#define REGISTER_UNARY(NAME, OP, ACCEPTS) \
+  m.impl(#NAME, NAME##_fn);               \
+  m.impl(#NAME "_", NAME##_inplace);      \
   m.impl(#NAME ".out", NAME##_out);
-  REGISTER_UNARY(neg)
-  REGISTER_UNARY(abs)
-  REGISTER_UNARY(exp)
-  REGISTER_UNARY(log)
-  REGISTER_UNARY(sqrt)
-  REGISTER_UNARY(rsqrt)
-  REGISTER_UNARY(tanh)
-  REGISTER_UNARY(sigmoid)
+  UNARY_OPS(REGISTER_UNARY)
 #undef REGISTER_UNARY
+  m.impl("round.decimals", round_decimals);
+  m.impl("round_.decimals", round_decimals_inplace);
+  m.impl("round.decimals_out", round_decimals_out);
+  m.impl("isnan", isnan_fn);
+  m.impl("isposinf", isposinf_fn);
+  m.impl("isposinf.out", isposinf_out);
+  m.impl("isneginf", isneginf_fn);
+  m.impl("isneginf.out", isneginf_out);
+  m.impl("signbit", signbit_fn);
+  m.impl("signbit.out", signbit_out);
+  m.impl("nan_to_num", nan_to_num_fn);
+  m.impl("nan_to_num_", nan_to_num_inplace);
+  m.impl("nan_to_num.out", nan_to_num_out);
   m.impl("relu", relu_fn);
   m.impl("relu_", relu_inplace);
   m.impl("threshold_backward", threshold_backward);
+
+  // binary math
+  m.impl("pow.Tensor_Tensor", pow_fn);
+  m.impl("pow_.Tensor", pow_inplace);
+  m.impl("pow.Tensor_Tensor_out", pow_out);
+  m.impl("pow.Tensor_Scalar", pow_tensor_scalar);
+  m.impl("pow_.Scalar", pow_tensor_scalar_inplace);
+  m.impl("pow.Tensor_Scalar_out", pow_tensor_scalar_out);
+  m.impl("pow.Scalar", pow_scalar_tensor);
+  m.impl("pow.Scalar_out", pow_scalar_tensor_out);
+#define REGISTER_BINARY(NAME, SUFFIX, OUT) \
+  m.impl(#NAME SUFFIX, NAME##_fn);         \
+  m.impl(#NAME "_" SUFFIX, NAME##_inplace); \
+  m.impl(#NAME OUT, NAME##_out);
+  REGISTER_BINARY(atan2, "", ".out")
+  REGISTER_BINARY(remainder, ".Tensor", ".Tensor_out")
+  REGISTER_BINARY(fmod, ".Tensor", ".Tensor_out")
+  REGISTER_BINARY(logical_and, "", ".out")
+  REGISTER_BINARY(logical_or, "", ".out")
+  REGISTER_BINARY(logical_xor, "", ".out")
+  REGISTER_BINARY(bitwise_and, ".Tensor", ".Tensor_out")
+  REGISTER_BINARY(bitwise_or, ".Tensor", ".Tensor_out")
+  REGISTER_BINARY(bitwise_xor, ".Tensor", ".Tensor_out")
+  REGISTER_BINARY(bitwise_left_shift, ".Tensor", ".Tensor_out")
+  REGISTER_BINARY(bitwise_right_shift, ".Tensor", ".Tensor_out")
+  REGISTER_BINARY(copysign, ".Tensor", ".out")
+  REGISTER_BINARY(hypot, "", ".out")
+#undef REGISTER_BINARY
+  m.impl("remainder.Scalar_Tensor", remainder_scalar_tensor);
+  m.impl("maximum", maximum_fn);
+  m.impl("maximum.out", maximum_out);
+  m.impl("minimum", minimum_fn);
+  m.impl("minimum.out", minimum_out);
+  m.impl("fmax", fmax_fn);
+  m.impl("fmax.out", fmax_out);
+  m.impl("fmin", fmin_fn);
+  m.impl("fmin.out", fmin_out);
+  m.impl("__lshift__.Tensor", bitwise_left_shift_fn);
+  m.impl("__lshift__.Scalar", bitwise_left_shift_scalar_fn);
+  m.impl("__ilshift__.Tensor", bitwise_left_shift_inplace);
+  m.impl("__ilshift__.Scalar", bitwise_left_shift_scalar_inplace);
+  m.impl("__rshift__.Tensor", bitwise_right_shift_fn);
+  m.impl("__rshift__.Scalar", bitwise_right_shift_scalar_fn);
+  m.impl("__irshift__.Tensor", bitwise_right_shift_inplace);
+  m.impl("__irshift__.Scalar", bitwise_right_shift_scalar_inplace);
+
+  // clamp, lerp, addcmul/addcdiv, masked_fill
+  m.impl("clamp", clamp_fn);
+  m.impl("clamp_", clamp_inplace);
+  m.impl("clamp.out", clamp_out);
+  m.impl("clamp.Tensor", clamp_t_fn);
+  m.impl("clamp_.Tensor", clamp_t_inplace);
+  m.impl("clamp.Tensor_out", clamp_t_out);
+#define REGISTER_CLAMP_ONE(NAME)                \
+  m.impl(#NAME, NAME##_fn);                     \
+  m.impl(#NAME "_", NAME##_inplace);            \
+  m.impl(#NAME ".out", NAME##_out);             \
+  m.impl(#NAME ".Tensor", NAME##_t_fn);         \
+  m.impl(#NAME "_.Tensor", NAME##_t_inplace);   \
+  m.impl(#NAME ".Tensor_out", NAME##_t_out);
+  REGISTER_CLAMP_ONE(clamp_min)
+  REGISTER_CLAMP_ONE(clamp_max)
+#undef REGISTER_CLAMP_ONE
+  m.impl("lerp.Scalar", lerp_scalar);
+  m.impl("lerp_.Scalar", lerp_scalar_inplace);
+  m.impl("lerp.Scalar_out", lerp_scalar_out);
+  m.impl("lerp.Tensor", lerp_tensor);
+  m.impl("lerp_.Tensor", lerp_tensor_inplace);
+  m.impl("lerp.Tensor_out", lerp_tensor_out);
+  m.impl("addcmul", addcmul_fn);
+  m.impl("addcmul_", addcmul_inplace);
+  m.impl("addcmul.out", addcmul_out);
+  m.impl("addcdiv", addcdiv_fn);
+  m.impl("addcdiv_", addcdiv_inplace);
+  m.impl("addcdiv.out", addcdiv_out);
+  m.impl("masked_fill_.Scalar", masked_fill_scalar);
+  m.impl("masked_fill_.Tensor", masked_fill_tensor);
+
+  // activations
+#define REGISTER_ACTIVATION(NAME)    \
+  m.impl(#NAME, NAME##_fn);          \
+  m.impl(#NAME "_", NAME##_inplace); \
+  m.impl(#NAME ".out", NAME##_out);
+  REGISTER_ACTIVATION(gelu)
+  REGISTER_ACTIVATION(silu)
+  REGISTER_ACTIVATION(hardtanh)
+  REGISTER_ACTIVATION(leaky_relu)
+  REGISTER_ACTIVATION(elu)
+  REGISTER_ACTIVATION(hardswish)
+  REGISTER_ACTIVATION(hardsigmoid)
+  REGISTER_ACTIVATION(mish)
+  REGISTER_ACTIVATION(logit)
+#undef REGISTER_ACTIVATION
+  m.impl("softplus", softplus_fn);
+  m.impl("softplus.out", softplus_out);
+#define REGISTER_GRADIENT(NAME, OUT) \
+  m.impl(#NAME, NAME##_fn);          \
+  m.impl(#NAME OUT, NAME##_out);
+  REGISTER_GRADIENT(gelu_backward, ".grad_input")
+  REGISTER_GRADIENT(sigmoid_backward, ".grad_input")
+  REGISTER_GRADIENT(tanh_backward, ".grad_input")
+  REGISTER_GRADIENT(hardtanh_backward, ".grad_input")
+  REGISTER_GRADIENT(leaky_relu_backward, ".grad_input")
+  REGISTER_GRADIENT(elu_backward, ".grad_input")
+  REGISTER_GRADIENT(softplus_backward, ".grad_input")
+  REGISTER_GRADIENT(hardswish_backward, ".out")
+  REGISTER_GRADIENT(hardsigmoid_backward, ".grad_input")
+  REGISTER_GRADIENT(logit_backward, ".grad_input")
+#undef REGISTER_GRADIENT
+  // silu_backward and mish_backward keep ATen's differentiable composites
+  // (a tpu kernel would hide them from double backward); only out= is ours.
+  m.impl("silu_backward.grad_input", silu_backward_out);
+
+  // where / fill
   m.impl("where.self", where_self);
   m.impl("where.self_out", where_out);
   m.impl("fill_.Scalar", fill_scalar);
