@@ -212,6 +212,7 @@ at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, 
 
 at::Tensor arg_op(const char* name, bool is_max, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
                   at::Tensor* out) {
+  TORCH_CHECK(self.scalar_type() != c10::kBool, name, "(): does not support bool input");
   ir::Dims dims;
   std::optional<int64_t> d;
   if (dim.has_value()) {

@@ -130,19 +130,27 @@ Value prod(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, DType accu
   return ir::convert(g, finish(g, r, shape, dims, keepdim), result);
 }
 
-Value amax(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim) {
+namespace {
+
+// Max or min over dims. XLA's reduce max/min may drop NaNs (XLA:CPU does),
+// while ATen propagates them: a NaN anywhere in a slice makes its result NaN.
+Value extremum(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, bool is_max) {
   const ir::Type t = g.type(x);
-  Value r = ir::reduce(g, x, extreme(g, t.dtype, true), dims,
-                       t.dtype == DType::Pred ? ir::Combiner::Or : ir::Combiner::Max);
+  ir::Combiner combiner = t.dtype == DType::Pred ? (is_max ? ir::Combiner::Or : ir::Combiner::And)
+                                                 : (is_max ? ir::Combiner::Max : ir::Combiner::Min);
+  Value r = ir::reduce(g, x, extreme(g, t.dtype, is_max), dims, combiner);
+  if (ir::is_floating(t.dtype)) {
+    Value has_nan = ir::reduce(g, ir::compare(g, x, x, ir::Compare::NE), ir::constant_int(g, DType::Pred, 0), dims,
+                               ir::Combiner::Or);
+    r = ir::select(g, has_nan, full_like(g, r, std::numeric_limits<double>::quiet_NaN()), r);
+  }
   return finish(g, r, t.shape, dims, keepdim);
 }
 
-Value amin(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim) {
-  const ir::Type t = g.type(x);
-  Value r = ir::reduce(g, x, extreme(g, t.dtype, false), dims,
-                       t.dtype == DType::Pred ? ir::Combiner::And : ir::Combiner::Min);
-  return finish(g, r, t.shape, dims, keepdim);
-}
+}  // namespace
+
+Value amax(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim) { return extremum(g, x, dims, keepdim, true); }
+Value amin(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim) { return extremum(g, x, dims, keepdim, false); }
 
 Value arg_extreme(ir::Graph& g, Value x, std::optional<int64_t> dim, bool keepdim, bool is_max) {
   const ir::Type t = g.type(x);
