@@ -439,6 +439,17 @@ def test_mse_and_bce(reduction):
     check(lambda p, t: F.binary_cross_entropy(p, t, reduction=reduction), edge, torch.tensor([1.0, 0.0, 1.0]))
 
 
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_bce_with_logits(reduction):
+    x, t = make((4, 5), low=-30, high=30), make((4, 5), seed=1, low=0, high=1)
+    w, pw = make((4, 5), seed=2, low=0, high=2), make((5,), seed=3, low=0.5, high=3)
+    fn = lambda x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, w, pos_weight=pw, reduction=reduction)  # noqa
+    check(fn, x, t, None, None)
+    check(fn, x, t, w, pw)
+    grads(fn, x, t, w, pw, wrt={0})
+    grads(fn, x, t, None, None, wrt={0})
+
+
 def test_clip_grad_norm(other_families):  # stack -> cat, clamp and _foreach_mul_ belong to other families
     params_cpu = [torch.nn.Parameter(make(s, seed=i)) for i, s in enumerate([(4, 3), (3,), (2, 2, 2)])]
     params_tpu = [torch.nn.Parameter(p.detach().to("tpu")) for p in params_cpu]

@@ -516,6 +516,40 @@ at::Tensor& bce_backward_out(const at::Tensor& grad, const at::Tensor& self, con
   return grad_input;
 }
 
+// Registered natively (ATen's composite would go through log_sigmoid_forward);
+// autograd uses its own formula for the backward.
+at::Tensor bce_logits_op(const char* name, const at::Tensor& self, const at::Tensor& target, const OptTensor& weight,
+                         const OptTensor& pos_weight, int64_t reduction, at::Tensor* out) {
+  Reduction red = reduction_of(reduction);
+  c10::ScalarType dtype = at::result_type(self, target);
+  c10::DimVector shape = at::infer_size_dimvector(self.sizes(), target.sizes());
+  for (const OptTensor* p : {&weight, &pos_weight})
+    if (defined(*p)) shape = at::infer_size_dimvector(shape, (*p)->sizes());
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output =
+      output_for(name, out, self, red == Reduction::None ? c10::IntArrayRef(shape) : c10::IntArrayRef{}, dtype);
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Shape s = to_shape(shape);
+  auto operand = [&](const at::Tensor& t) { return ir::broadcast_to(g, p.read_as(t, dtype), s); };
+  OptValue w, pw;
+  if (defined(weight)) w = operand(*weight);
+  if (defined(pos_weight)) pw = operand(*pos_weight);
+  p.write(output, lowering::binary_cross_entropy_with_logits(g, operand(self), operand(target), w, pw, red,
+                                                             ir_of(dtype)));
+  p.run();
+  return output;
+}
+at::Tensor bce_logits(const at::Tensor& self, const at::Tensor& target, const OptTensor& weight,
+                      const OptTensor& pos_weight, int64_t reduction) {
+  return bce_logits_op("binary_cross_entropy_with_logits", self, target, weight, pos_weight, reduction, nullptr);
+}
+at::Tensor& bce_logits_out(const at::Tensor& self, const at::Tensor& target, const OptTensor& weight,
+                           const OptTensor& pos_weight, int64_t reduction, at::Tensor& out) {
+  bce_logits_op("binary_cross_entropy_with_logits.out", self, target, weight, pos_weight, reduction, &out);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -553,6 +587,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("binary_cross_entropy.out", bce_out);
   m.impl("binary_cross_entropy_backward", bce_backward);
   m.impl("binary_cross_entropy_backward.grad_input", bce_backward_out);
+  m.impl("binary_cross_entropy_with_logits", bce_logits);
+  m.impl("binary_cross_entropy_with_logits.out", bce_logits_out);
 }
 
 }  // namespace tpu::aten

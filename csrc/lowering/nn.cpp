@@ -331,4 +331,23 @@ Value binary_cross_entropy_backward(ir::Graph& g, Value grad, Value x, Value tar
   return ir::convert(g, gi, result);
 }
 
+Value binary_cross_entropy_with_logits(ir::Graph& g, Value x, Value target, OptValue weight, OptValue pos_weight,
+                                       Reduction reduction, DType result) {
+  Value xa = acc_of(g, x);
+  DType acc = g.type(xa).dtype;
+  Value t = ir::convert(g, target, acc);
+  Value one = full_like(g, xa, 1);
+  // log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)): no overflow for large |x|.
+  Value neg_abs = ir::unary(g, "stablehlo.negate", ir::unary(g, "stablehlo.abs", xa));
+  Value log_sig = sub(g, ir::binary(g, "stablehlo.minimum", xa, full_like(g, xa, 0)),
+                      ir::unary(g, "stablehlo.log_plus_one", ir::unary(g, "stablehlo.exponential", neg_abs)));
+  if (pos_weight) {
+    Value pw = ir::convert(g, *pos_weight, acc);
+    log_sig = mul(g, add(g, mul(g, sub(g, pw, one), t), one), log_sig);
+  }
+  Value loss = sub(g, mul(g, sub(g, one, t), xa), log_sig);
+  if (weight) loss = mul(g, loss, ir::convert(g, *weight, acc));
+  return ir::convert(g, reduce_loss(g, loss, reduction), result);
+}
+
 }  // namespace tpu::lowering

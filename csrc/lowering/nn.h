@@ -79,5 +79,8 @@ ir::Value binary_cross_entropy(ir::Graph& g, ir::Value x, ir::Value target, OptV
                                ir::DType result);
 ir::Value binary_cross_entropy_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value target,
                                         OptValue weight, Reduction reduction, ir::DType result);
+// (1 - t) * x - (1 + (pos_weight - 1) * t) * log_sigmoid(x), times weight.
+ir::Value binary_cross_entropy_with_logits(ir::Graph& g, ir::Value x, ir::Value target, OptValue weight,
+                                           OptValue pos_weight, Reduction reduction, ir::DType result);
 
 }  // namespace tpu::lowering
