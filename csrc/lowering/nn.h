@@ -1,0 +1,86 @@
+// Neural-network layers and losses: softmax, layer and batch normalisation,
+// nll / mse / binary cross-entropy losses, forward and backward. Reductions,
+// keepdim and accumulation dtypes come from lowering/reduce.h; everything is
+// computed in accumulate_dtype(...) and returned in the requested dtype.
+#pragma once
+
+#include <array>
+#include <optional>
+
+#include "ir/graph.h"
+#include "ir/ops.h"
+
+namespace tpu::lowering {
+
+using OptValue = std::optional<ir::Value>;
+
+// softmax / log_softmax along `dim`, stabilised by subtracting the max.
+ir::Value softmax(ir::Graph& g, ir::Value x, int64_t dim, ir::DType result);
+ir::Value log_softmax(ir::Graph& g, ir::Value x, int64_t dim, ir::DType result);
+// Gradients from the forward outputs.
+ir::Value softmax_backward(ir::Graph& g, ir::Value grad, ir::Value output, int64_t dim, ir::DType result);
+ir::Value log_softmax_backward(ir::Graph& g, ir::Value grad, ir::Value output, int64_t dim, ir::DType result);
+
+// Normalisation of x over `dims` given its mean and inverse standard
+// deviation (both shaped with kept dims, or per channel), then
+// weight * x_hat + bias where weight/bias broadcast along `param_dims`.
+struct NormForward {
+  ir::Value out;
+  ir::Value mean;    // accumulation dtype, kept dims
+  ir::Value invstd;  // accumulation dtype, kept dims
+  ir::Value var;     // biased variance, accumulation dtype, kept dims
+};
+// Layer norm: statistics over dims [axis, rank).
+NormForward layer_norm(ir::Graph& g, ir::Value x, int64_t axis, OptValue weight, OptValue bias, double eps,
+                       ir::DType result);
+// Batch norm in training: statistics over every dim but 1 (the channels).
+NormForward batch_norm_train(ir::Graph& g, ir::Value x, OptValue weight, OptValue bias, double eps,
+                             ir::DType result);
+// Batch norm from given per-channel mean and variance.
+ir::Value batch_norm_eval(ir::Graph& g, ir::Value x, OptValue weight, OptValue bias, ir::Value mean, ir::Value var,
+                          double eps, ir::DType result);
+
+// 1 / sqrt(var + eps) in the accumulation dtype.
+ir::Value inverse_std(ir::Graph& g, ir::Value var, double eps);
+
+struct NormGrads {
+  ir::Value input, weight, bias;  // invalid where the mask is false or no weight
+};
+// Layer norm backward; mean/rstd in any float dtype, shaped x.shape[:axis].
+NormGrads layer_norm_backward(ir::Graph& g, ir::Value grad, ir::Value x, int64_t axis, ir::Value mean,
+                              ir::Value rstd, OptValue weight, std::array<bool, 3> mask, ir::DType result,
+                              ir::DType param_result);
+// Batch norm backward; mean/invstd per channel. In training the batch
+// statistics depend on x; in eval they are constants.
+NormGrads batch_norm_backward(ir::Graph& g, ir::Value grad, ir::Value x, OptValue weight, ir::Value mean,
+                              ir::Value invstd, bool train, std::array<bool, 3> mask, ir::DType result,
+                              ir::DType param_result);
+
+// ATen's loss reductions (at::Reduction).
+enum class Reduction : int64_t { None = 0, Mean = 1, Sum = 2 };
+ir::Value reduce_loss(ir::Graph& g, ir::Value loss, Reduction reduction);
+
+struct NllForward {
+  ir::Value output;
+  ir::Value total_weight;
+};
+// Negative log likelihood of `input` ([N, C, ...] or [C]) at integer `target`
+// ([N, ...] or []), with optional class weights and an ignored class.
+NllForward nll_loss(ir::Graph& g, ir::Value input, ir::Value target, OptValue weight, Reduction reduction,
+                    int64_t ignore_index, ir::DType result);
+ir::Value nll_loss_backward(ir::Graph& g, ir::Value grad, ir::Value input, ir::Value target, OptValue weight,
+                            Reduction reduction, int64_t ignore_index, ir::Value total_weight, ir::DType result);
+
+// Elementwise losses; operands share one shape.
+ir::Value mse_loss(ir::Graph& g, ir::Value x, ir::Value target, Reduction reduction, ir::DType result);
+ir::Value mse_loss_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value target, Reduction reduction,
+                            ir::DType result);
+ir::Value binary_cross_entropy(ir::Graph& g, ir::Value x, ir::Value target, OptValue weight, Reduction reduction,
+                               ir::DType result);
+ir::Value binary_cross_entropy_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value target,
+                                        OptValue weight, Reduction reduction, ir::DType result);
+// (1 - t) * x - (1 + (pos_weight - 1) * t) * log_sigmoid(x), times weight.
+ir::Value binary_cross_entropy_with_logits(ir::Graph& g, ir::Value x, ir::Value target, OptValue weight,
+                                           OptValue pos_weight, Reduction reduction, ir::DType result);
+
+}  // namespace tpu::lowering
