@@ -7,6 +7,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "ir/ops.h"
+#include "lowering/reduce.h"
 #include "lowering/types.h"
 
 namespace tpu::aten {
@@ -62,11 +63,7 @@ at::Tensor scalar_operand(const c10::Scalar& s) {
   return t;
 }
 
-ir::DType accumulate_type(c10::ScalarType t) {
-  // Half-precision sums accumulate in float32, as ATen does on CPU and CUDA.
-  if (t == c10::kHalf || t == c10::kBFloat16) return ir::DType::F32;
-  return lowering::to_ir(t);
-}
+ir::DType accumulate_type(c10::ScalarType t) { return lowering::accumulate_dtype(lowering::to_ir(t)); }
 
 bool scalar_is(const c10::Scalar& s, double value) {
   return s.isIntegral(true) ? static_cast<double>(s.toLong()) == value : s.toDouble() == value;
