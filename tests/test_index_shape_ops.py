@@ -314,6 +314,25 @@ def test_scatter_backward_and_errors():
         torch.scatter(x.to("tpu"), 0, index.to("tpu"), src.to("tpu"), reduce="max")
 
 
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_scatter_reduce(reduce, include_self, dtype, request):
+    x, src = make((4, 5), dtype, low=-4, high=5), make((6, 5), dtype, 1, low=-4, high=5)
+    index = idx((6, 5), 4)
+    fn = lambda t, i, s: torch.scatter_reduce(t, 0, i, s, reduce, include_self=include_self)  # noqa: E731
+    check(fn, x, index, src)
+    check(lambda t, i, s: torch.scatter_reduce(t, 1, i, s, reduce, include_self=include_self), x, idx((4, 3), 5),
+          src[:4])
+    check_inplace(lambda t, i, s: t.scatter_reduce_(0, i, s, reduce, include_self=include_self), x, index, src)
+    check_out(lambda t, i, s, out: torch.scatter_reduce(t, 0, i, s, reduce, include_self=include_self, out=out),
+              (0,), dtype, x, index, src)
+    if dtype.is_floating_point and reduce in ("sum", "mean"):
+        if reduce == "mean":  # its backward needs masked_fill_, native on the elementwise branch
+            request.getfixturevalue("allow_fallback")
+        check_grads(fn, x, index, src)
+
+
 def test_one_hot():
     check(lambda t: F.one_hot(t, 6), idx((3, 4), 6))
 
@@ -546,3 +565,34 @@ def test_embedding_module_and_bf16():
     i = idx((5,), 12)
     check(lambda w, i: F.embedding(i, w), emb.weight.detach().to(torch.bfloat16), i)
     check_grads(lambda w: F.embedding(i.to(w.device).to(torch.int32), w), emb.weight.detach())
+
+
+# ---------------------------------------------------------------- views and unchecked ranges
+
+
+def test_writes_through_views():
+    """In-place index ops on a view update the base tensor, as on CPU."""
+    base_cpu = make((5, 6))
+    base_tpu = base_cpu.to("tpu")
+    i = torch.tensor([3, 0])
+    for base, dev in ((base_cpu, "cpu"), (base_tpu, "tpu")):
+        view = base.t()[1:]
+        view[i.to(dev)] = torch.full((2, 5), 9.0, device=dev)
+        view.index_add_(1, i.to(dev), torch.ones(5, 2, device=dev))
+        view.scatter_(0, i.to(dev)[None].expand(2, 2), -1.0)
+        base[:, 2].masked_scatter_(base[:, 2] > 0, torch.arange(5.0, device=dev))
+    assert_close(base_tpu.cpu(), base_cpu)
+
+
+def test_out_of_range_indices_are_unchecked():
+    """Documented behaviour, not ATen's: reads clamp an out-of-range index into
+    range and writes drop it (CPU raises an IndexError), because checking
+    would cost a host sync per op."""
+    x = torch.arange(12.0).reshape(4, 3)
+    t = x.to("tpu")
+    bad = torch.tensor([1, 7], device="tpu")
+    assert_close(t.index_select(0, bad).cpu(), x[[1, 3]])
+    assert_close(t[bad].cpu(), x[[1, 3]])
+    assert_close(t[bad, bad - 7].cpu(), x[[1, 3], [0, 0]])
+    assert_close(t.index_add(0, bad, torch.ones(2, 3, device="tpu")).cpu(), x.index_add(0, torch.tensor([1]),
+                                                                                          torch.ones(1, 3)))

@@ -22,8 +22,12 @@
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/scatter.h>
 #include <ATen/ops/scatter_add.h>
+#include <ATen/ops/scatter_reduce.h>
+#include <ATen/Dispatch.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <limits>
 
 #include "aten/op_helpers.h"
 #include "engine/runtime.h"
@@ -222,6 +226,64 @@ at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index,
 at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                             at::Tensor& out) {
   scatter_op("scatter_add.out", self, dim, index, src, kNoValue, ir::Combiner::Add, &out, false);
+  return out;
+}
+
+// torch.scatter_reduce: sum, prod, mean, amax, amin, with or without self.
+at::Tensor scatter_reduce_two_op(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                 const at::Tensor& src, c10::string_view reduce, bool include_self, at::Tensor* out,
+                                 bool inplace) {
+  at::scatter_reduce(meta(self), dim, meta(index), meta(src), reduce, include_self);  // ATen's checks
+  ir::Combiner combiner;
+  bool mean = false;
+  c10::ScalarType type = self.scalar_type();
+  c10::Scalar identity = 0;
+  if (reduce == "sum" || reduce == "mean") {
+    combiner = ir::Combiner::Add;
+    mean = reduce == "mean";
+  } else if (reduce == "prod") {
+    combiner = ir::Combiner::Mul;
+    identity = 1;
+  } else if (reduce == "amax" || reduce == "amin") {
+    bool max = reduce == "amax";
+    combiner = max ? ir::Combiner::Max : ir::Combiner::Min;
+    AT_DISPATCH_ALL_TYPES_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, type, "scatter_reduce", [&] {
+      identity = max ? std::numeric_limits<scalar_t>::lowest() : std::numeric_limits<scalar_t>::max();
+      if constexpr (std::numeric_limits<scalar_t>::has_infinity)
+        identity = max ? -std::numeric_limits<scalar_t>::infinity() : std::numeric_limits<scalar_t>::infinity();
+    });
+  } else {
+    TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
+  }
+  int64_t d = wrap_dim(dim, self);
+  check_not_empty(self, d, index);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = prepare_output(name, out, self.sizes(), type, self.device(), inplace);
+  if (output.numel() == 0) return output;
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value x = p.read(self);
+  if (index.numel() > 0) {
+    x = lowering::scatter_reduce_dim(g, x, d, p.read(index), p.read(src), combiner, mean, include_self,
+                                     p.scalar(identity, lowering::to_ir(type)));
+  }
+  p.write(output, x);
+  p.run();
+  return output;
+}
+
+at::Tensor scatter_reduce_two(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                              c10::string_view reduce, bool include_self) {
+  return scatter_reduce_two_op("scatter_reduce", self, dim, index, src, reduce, include_self, nullptr, false);
+}
+at::Tensor& scatter_reduce_two_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                c10::string_view reduce, bool include_self) {
+  scatter_reduce_two_op("scatter_reduce_", self, dim, index, src, reduce, include_self, &self, true);
+  return self;
+}
+at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                   c10::string_view reduce, bool include_self, at::Tensor& out) {
+  scatter_reduce_two_op("scatter_reduce.two_out", self, dim, index, src, reduce, include_self, &out, false);
   return out;
 }
 
@@ -591,6 +653,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_add", scatter_add);
   m.impl("scatter_add_", scatter_add_);
   m.impl("scatter_add.out", scatter_add_out);
+  m.impl("scatter_reduce.two", scatter_reduce_two);
+  m.impl("scatter_reduce_.two", scatter_reduce_two_);
+  m.impl("scatter_reduce.two_out", scatter_reduce_two_out);
   m.impl("index_add", index_add);
   m.impl("index_add_", index_add_);
   m.impl("index_add.out", index_add_out);

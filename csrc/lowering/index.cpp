@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "lowering/elementwise.h"
+
 namespace tpu::lowering {
 namespace {
 
@@ -63,7 +65,9 @@ struct Plan {
   Value valid;               // pred, index shape
 };
 
-Plan plan_index(ir::Graph& g, const ir::Shape& shape, const std::vector<std::optional<Value>>& indices) {
+// `clamp`: out-of-range indices are clamped into their dim (reads); else
+// they are left to `valid` (writes drop them).
+Plan plan_index(ir::Graph& g, const ir::Shape& shape, const std::vector<std::optional<Value>>& indices, bool clamp) {
   Plan p;
   std::vector<int64_t> indexed, rest;
   ir::Shape ishape;
@@ -87,6 +91,7 @@ Plan plan_index(ir::Graph& g, const ir::Shape& shape, const std::vector<std::opt
     int64_t size = shape[*it];
     Value idx = wrap_negative(g, *indices[*it], size);
     p.valid = ir::binary(g, "stablehlo.and", p.valid, in_range(g, idx, size));
+    if (clamp) idx = clamp_index(g, idx, size);
     p.flat = add(g, p.flat, stride == 1 ? idx : mul(g, idx, s64_full(g, stride, ishape)));
     stride *= size;
   }
@@ -135,7 +140,16 @@ Value gather_dim(ir::Graph& g, Value x, int64_t dim, Value index) {
   return ir::reshape(g, r, g.type(index).shape);
 }
 
-Value scatter_dim(ir::Graph& g, Value x, int64_t dim, Value index, Value src, ir::Combiner combiner) {
+namespace {
+
+// A scatter along `dim` as a scatter into the flattened x.
+struct FlatScatter {
+  Value x;        // x flattened
+  Value targets;  // s64 flat positions (index's shape), -1 where out of range
+  Value src;      // src cut to index's shape
+};
+
+FlatScatter flat_scatter(ir::Graph& g, Value x, int64_t dim, Value index, Value src) {
   ir::Shape xshape = g.type(x).shape;
   ir::Shape shape = xshape.empty() ? ir::Shape{1} : xshape;
   ir::Shape ishape = g.type(index).shape;
@@ -145,7 +159,38 @@ Value scatter_dim(ir::Graph& g, Value x, int64_t dim, Value index, Value src, ir
   Value s = ir::reshape(g, src, g.type(src).shape.empty() ? ir::Shape{1} : g.type(src).shape);
   if (g.type(s).shape != ishape) s = ir::slice(g, s, ir::Dims(ishape.size(), 0), ishape);
   Value flat = drop_invalid(g, flat_positions(g, shape, dim, idx), in_range(g, idx, shape[dim]));
-  Value r = ir::scatter_rows(g, ir::reshape(g, x, {ir::numel(shape)}), flat, s, combiner);
+  return {ir::reshape(g, x, {ir::numel(shape)}), flat, s};
+}
+
+}  // namespace
+
+Value scatter_dim(ir::Graph& g, Value x, int64_t dim, Value index, Value src, ir::Combiner combiner) {
+  ir::Shape xshape = g.type(x).shape;
+  FlatScatter f = flat_scatter(g, x, dim, index, src);
+  return ir::reshape(g, ir::scatter_rows(g, f.x, f.targets, f.src, combiner), xshape);
+}
+
+Value scatter_reduce_dim(ir::Graph& g, Value x, int64_t dim, Value index, Value src, ir::Combiner combiner, bool mean,
+                         bool include_self, Value identity) {
+  ir::Shape xshape = g.type(x).shape;
+  DType dtype = g.type(x).dtype;
+  FlatScatter f = flat_scatter(g, x, dim, index, src);
+  ir::Shape flat = g.type(f.x).shape, ishape = g.type(f.src).shape;
+  Value base = f.x;
+  Value touched;
+  if (!include_self || mean) {
+    touched = ir::scatter_rows(g, ir::full(g, DType::Pred, 0, flat), f.targets, ir::full(g, DType::Pred, 1, ishape),
+                               ir::Combiner::Replace);
+  }
+  if (!include_self) base = ir::select(g, touched, ir::broadcast_in_dim(g, identity, flat, {}), base);
+  Value r = ir::scatter_rows(g, base, f.targets, f.src, mean ? ir::Combiner::Add : combiner);
+  if (mean) {
+    // count = (include_self or untouched) + number of values received.
+    Value start = include_self ? ir::full(g, dtype, 1, flat)
+                               : ir::select(g, touched, ir::full(g, dtype, 0, flat), ir::full(g, dtype, 1, flat));
+    Value count = ir::scatter_rows(g, start, f.targets, ir::full(g, dtype, 1, ishape), ir::Combiner::Add);
+    r = binary(g, ir::is_floating(dtype) ? Binary::Div : Binary::FloorDiv, r, count);
+  }
   return ir::reshape(g, r, xshape);
 }
 
@@ -190,19 +235,16 @@ ir::Shape advanced_index_shape(const ir::Shape& x, const std::vector<bool>& inde
 }
 
 Value advanced_index(ir::Graph& g, Value x, const std::vector<std::optional<Value>>& indices) {
-  Plan p = plan_index(g, g.type(x).shape, indices);
+  Plan p = plan_index(g, g.type(x).shape, indices, /*clamp=*/true);  // unchecked: see the header
   Value xt = ir::reshape(g, ir::transpose(g, x, p.perm), p.collapsed);
-  int64_t rows = p.collapsed[0];
-  // Clamped reads (unchecked: see the header).
-  Value rowsel = ir::select(g, p.valid, p.flat, s64_full(g, 0, g.type(p.flat).shape));
-  Value r = ir::gather_rows(g, xt, clamp_index(g, rowsel, rows));
+  Value r = ir::gather_rows(g, xt, p.flat);
   return ir::transpose(g, r, p.result_perm);
 }
 
 Value advanced_index_put(ir::Graph& g, Value x, const std::vector<std::optional<Value>>& indices, Value values,
                          bool accumulate) {
   ir::Shape xshape = g.type(x).shape;
-  Plan p = plan_index(g, xshape, indices);
+  Plan p = plan_index(g, xshape, indices, /*clamp=*/false);
   Value xt = ir::reshape(g, ir::transpose(g, x, p.perm), p.collapsed);
   Value updates = ir::transpose(g, values, inverse(p.result_perm));
   Value rows = drop_invalid(g, p.flat, p.valid);

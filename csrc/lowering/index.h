@@ -29,6 +29,13 @@ ir::Value gather_dim(ir::Graph& g, ir::Value x, int64_t dim, ir::Value index);
 ir::Value scatter_dim(ir::Graph& g, ir::Value x, int64_t dim, ir::Value index, ir::Value src,
                       ir::Combiner combiner);
 
+// torch.scatter_reduce (reduce "sum", "prod", "amax", "amin" via `combiner`,
+// or "mean" when `mean`): `identity` (a scalar of x's dtype) is the
+// combiner's neutral element; without include_self, positions that receive
+// values start from it instead of from x.
+ir::Value scatter_reduce_dim(ir::Graph& g, ir::Value x, int64_t dim, ir::Value index, ir::Value src,
+                             ir::Combiner combiner, bool mean, bool include_self, ir::Value identity);
+
 // index_select: x's slices along `dim` picked by the rank-1 `index`.
 ir::Value select_rows(ir::Graph& g, ir::Value x, int64_t dim, ir::Value index);
 // index_add/index_copy: slices of `source` combined into x along `dim` at `index`.
