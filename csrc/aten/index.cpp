@@ -406,7 +406,8 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at
 }
 
 // masked_scatter_: the k-th selected element of self takes source's k-th
-// element (row-major); no host sync needed.
+// element (row-major); no host sync needed. A source with fewer elements than
+// the mask selects is not detected (CPU raises): reads clamp to its last one.
 at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
   TORCH_CHECK(mask.scalar_type() == c10::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
@@ -584,6 +585,8 @@ bool put_as_select(at::Tensor& self, const OptionalTensors& indices, const at::T
   return true;
 }
 
+// Without accumulate, duplicate indices leave one of their values (which one
+// is unspecified, as on CUDA; CPU keeps the last).
 at::Tensor& index_put_impl_(at::Tensor& self, const OptionalTensors& raw, const at::Tensor& values, bool accumulate,
                             bool unsafe) {
   c10::DeviceGuard guard(self.device());
