@@ -395,3 +395,45 @@ Value scatter_1d_combine(Graph& g, Value x, Value indices, Value updates, Combin
 }
 
 }  // namespace tpu::ir
+
+// ---- index/shape builders
+namespace tpu::ir {
+
+Value gather_rows(Graph& g, Value x, Value indices) {
+  const Type& tx = g.type(x);
+  const Type& ti = g.type(indices);
+  require(tx.rank() >= 1, "gather_rows of a 0-dim operand");
+  Shape shape = ti.shape;
+  Dims offset_dims, slice_sizes{1};
+  for (int64_t d = 1; d < tx.rank(); ++d) {
+    offset_dims.push_back(static_cast<int64_t>(shape.size()));
+    shape.push_back(tx.shape[d]);
+    slice_sizes.push_back(tx.shape[d]);
+  }
+  return g.add("stablehlo.gather", {x, indices}, Type{tx.dtype, shape},
+               "dimension_numbers = #stablehlo.gather<offset_dims = " + i64_list(offset_dims) +
+                   ", collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = " +
+                   std::to_string(ti.rank()) + ">, slice_sizes = " + i64_array(slice_sizes) +
+                   ", indices_are_sorted = false");
+}
+
+Value scatter_rows(Graph& g, Value x, Value indices, Value updates, Combiner combiner) {
+  const Type& tx = g.type(x);
+  const Type& ti = g.type(indices);
+  require(tx.rank() >= 1, "scatter_rows into a 0-dim operand");
+  require(combiner != Combiner::None, "scatter_rows needs a combiner");
+  Dims window;
+  for (int64_t d = 1; d < tx.rank(); ++d) window.push_back(ti.rank() + d - 1);
+  return g.add("stablehlo.scatter", {x, indices, updates}, tx,
+               "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = " + i64_list(window) +
+                   ", inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = " +
+                   std::to_string(ti.rank()) + ">, indices_are_sorted = false, unique_indices = false",
+               combiner);
+}
+
+Value reverse(Graph& g, Value x, const Dims& dims) {
+  if (dims.empty()) return x;
+  return g.add("stablehlo.reverse", {x}, g.type(x), "dimensions = " + i64_array(dims));
+}
+
+}  // namespace tpu::ir

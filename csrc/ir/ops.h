@@ -74,3 +74,19 @@ Value reverse(Graph& g, Value x, const Dims& dims);
 Value scatter_1d_combine(Graph& g, Value x, Value indices, Value updates, Combiner combiner);
 
 }  // namespace tpu::ir
+
+// ---- index/shape builders
+namespace tpu::ir {
+
+// out[b..., w...] = x[indices[b...], w...]: whole rows of x (along dim 0)
+// picked by an integer index tensor. Out-of-range rows are clamped to the
+// valid range (StableHLO gather semantics): callers must check or say so.
+Value gather_rows(Graph& g, Value x, Value indices);
+// x[indices[b...], w...] = combine(x[...], updates[b..., w...]), combining
+// duplicates with `combiner` (Replace: one of them wins). Rows outside x are
+// dropped (StableHLO scatter semantics).
+Value scatter_rows(Graph& g, Value x, Value indices, Value updates, Combiner combiner);
+// x with the order of elements along `dims` reversed.
+Value reverse(Graph& g, Value x, const Dims& dims);
+
+}  // namespace tpu::ir

@@ -1,0 +1,679 @@
+// Indexing ops: index_select, gather, scatter family, index_add/index_copy,
+// advanced indexing (index.Tensor, index_put_), masked_select, masked_scatter_,
+// nonzero and embedding_dense_backward.
+//
+// Out-of-range indices are not checked on the device (a check would cost a
+// host sync per op): reads clamp them into range, writes drop them, where
+// CPU PyTorch raises an IndexError. Only what the host knows is checked
+// (e.g. a non-empty index into an empty dimension).
+//
+// Data-dependent shapes (nonzero, masked_select, boolean-mask indexing) run
+// two programs: one counts, the host reads the count, the second one fills a
+// result of exactly that size (the same sync CUDA does).
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/gather.h>
+#include <ATen/ops/index_add.h>
+#include <ATen/ops/index_copy.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/scatter.h>
+#include <ATen/ops/scatter_add.h>
+#include <ATen/ops/scatter_reduce.h>
+#include <ATen/Dispatch.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <limits>
+
+#include "aten/op_helpers.h"
+#include "engine/runtime.h"
+#include "ir/ops.h"
+#include "lowering/index.h"
+#include "lowering/types.h"
+
+namespace tpu::aten {
+namespace {
+
+using OptionalTensors = c10::List<std::optional<at::Tensor>>;
+
+// A meta tensor like `t`: running an op on metas gives ATen's own checks,
+// error messages, result shape and dtype without touching data.
+at::Tensor meta(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+int64_t wrap_dim(int64_t dim, const at::Tensor& t) { return c10::maybe_wrap_dim(dim, std::max<int64_t>(t.dim(), 1)); }
+
+// A non-empty index into an empty dimension can only be out of range.
+void check_not_empty(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  int64_t size = self.dim() == 0 ? 1 : self.size(dim);
+  TORCH_CHECK_INDEX(index.numel() == 0 || size > 0, "index out of range in self: index into dimension ", dim,
+                    " with size 0");
+}
+
+// Reads an s64 scalar result back to the host.
+int64_t download_count(Program& p, ir::Value count) {
+  engine::BufferRef buffer = p.run_for_result(count);
+  int64_t n = 0;
+  engine::Runtime::get().download(*buffer, &n, sizeof(n));
+  return n;
+}
+
+// ------------------------------------------------------------ gather / index_select
+
+at::Tensor gather_op(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                     at::Tensor* out) {
+  at::Tensor m = at::gather(meta(self), dim, meta(index));
+  if (out != nullptr) {
+    at::Tensor mo = meta(*out);
+    at::gather_out(mo, meta(self), dim, meta(index));
+  }
+  int64_t d = wrap_dim(dim, self);
+  check_not_empty(self, d, index);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = prepare_output(name, out, m.sizes(), m.scalar_type(), self.device(), false);
+  if (output.numel() == 0) return output;
+  Program p(name, self.device().index());
+  p.write(output, lowering::gather_dim(p.graph(), p.read(self), d, p.read(index)));
+  p.run();
+  return output;
+}
+
+at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
+  return gather_op("gather", self, dim, index, nullptr);
+}
+at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
+                       at::Tensor& out) {
+  gather_op("gather.out", self, dim, index, &out);
+  return out;
+}
+
+at::Tensor index_select_op(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           at::Tensor* out) {
+  at::Tensor m = at::index_select(meta(self), dim, meta(index));
+  if (out != nullptr) {
+    at::Tensor mo = meta(*out);
+    at::index_select_out(mo, meta(self), dim, meta(index));
+  }
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == c10::kLong || index.scalar_type() == c10::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  int64_t d = wrap_dim(dim, self);
+  TORCH_CHECK(index.numel() == 0 || self.dim() == 0 || self.size(d) > 0,
+              "index_select(): self indexing axis dim should be positive");
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = prepare_output(name, out, m.sizes(), m.scalar_type(), self.device(), false);
+  if (output.numel() == 0) return output;
+  Program p(name, self.device().index());
+  p.write(output, lowering::select_rows(p.graph(), p.read(self), d, p.read(index)));
+  p.run();
+  return output;
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  return index_select_op("index_select", self, dim, index, nullptr);
+}
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  index_select_op("index_select.out", self, dim, index, &out);
+  return out;
+}
+
+// ------------------------------------------------------------ scatter family
+
+ir::Combiner scatter_reduce_combiner(c10::string_view reduce) {
+  if (reduce == "add") return ir::Combiner::Add;
+  if (reduce == "multiply") return ir::Combiner::Mul;
+  TORCH_CHECK(false, "reduce argument must be either add or multiply.");
+}
+
+// scatter/scatter_add with a tensor `src` or a scalar `value` (src undefined).
+at::Tensor scatter_op(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                      const at::Tensor& src, const c10::Scalar& value, ir::Combiner combiner, at::Tensor* out,
+                      bool inplace) {
+  // ATen's checks (shapes, dtypes) on metas.
+  if (src.defined())
+    at::scatter(meta(self), dim, meta(index), meta(src));
+  else
+    at::scatter(meta(self), dim, meta(index), value);
+  int64_t d = wrap_dim(dim, self);
+  check_not_empty(self, d, index);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), inplace);
+  if (output.numel() == 0) return output;
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value x = p.read(self);
+  if (index.numel() > 0) {
+    ir::Value idx = p.read(index);
+    ir::Value s = src.defined() ? p.read_as(src, self.scalar_type())
+                                : ir::broadcast_in_dim(g, p.scalar(value, lowering::to_ir(self.scalar_type())),
+                                                       to_shape(index.sizes()), {});
+    x = lowering::scatter_dim(g, x, d, idx, s, combiner);
+  }
+  p.write(output, x);
+  p.run();
+  return output;
+}
+
+constexpr ir::Combiner kReplace = ir::Combiner::Replace;
+const c10::Scalar kNoValue = 0;
+
+at::Tensor scatter_src(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  return scatter_op("scatter", self, dim, index, src, kNoValue, kReplace, nullptr, false);
+}
+at::Tensor& scatter_src_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  scatter_op("scatter_", self, dim, index, src, kNoValue, kReplace, &self, true);
+  return self;
+}
+at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                            at::Tensor& out) {
+  scatter_op("scatter.src_out", self, dim, index, src, kNoValue, kReplace, &out, false);
+  return out;
+}
+at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
+  return scatter_op("scatter", self, dim, index, at::Tensor(), value, kReplace, nullptr, false);
+}
+at::Tensor& scatter_value_(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
+  scatter_op("scatter_", self, dim, index, at::Tensor(), value, kReplace, &self, true);
+  return self;
+}
+at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value,
+                              at::Tensor& out) {
+  scatter_op("scatter.value_out", self, dim, index, at::Tensor(), value, kReplace, &out, false);
+  return out;
+}
+at::Tensor scatter_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                          c10::string_view reduce) {
+  return scatter_op("scatter", self, dim, index, src, kNoValue, scatter_reduce_combiner(reduce), nullptr, false);
+}
+at::Tensor& scatter_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                            c10::string_view reduce) {
+  scatter_op("scatter_", self, dim, index, src, kNoValue, scatter_reduce_combiner(reduce), &self, true);
+  return self;
+}
+at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                               c10::string_view reduce, at::Tensor& out) {
+  scatter_op("scatter.reduce_out", self, dim, index, src, kNoValue, scatter_reduce_combiner(reduce), &out, false);
+  return out;
+}
+at::Tensor scatter_value_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                const c10::Scalar& value, c10::string_view reduce) {
+  return scatter_op("scatter", self, dim, index, at::Tensor(), value, scatter_reduce_combiner(reduce), nullptr,
+                    false);
+}
+at::Tensor& scatter_value_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value,
+                                  c10::string_view reduce) {
+  scatter_op("scatter_", self, dim, index, at::Tensor(), value, scatter_reduce_combiner(reduce), &self, true);
+  return self;
+}
+at::Tensor& scatter_value_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                     const c10::Scalar& value, c10::string_view reduce, at::Tensor& out) {
+  scatter_op("scatter.value_reduce_out", self, dim, index, at::Tensor(), value, scatter_reduce_combiner(reduce),
+             &out, false);
+  return out;
+}
+at::Tensor scatter_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  return scatter_op("scatter_add", self, dim, index, src, kNoValue, ir::Combiner::Add, nullptr, false);
+}
+at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  scatter_op("scatter_add_", self, dim, index, src, kNoValue, ir::Combiner::Add, &self, true);
+  return self;
+}
+at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                            at::Tensor& out) {
+  scatter_op("scatter_add.out", self, dim, index, src, kNoValue, ir::Combiner::Add, &out, false);
+  return out;
+}
+
+// torch.scatter_reduce: sum, prod, mean, amax, amin, with or without self.
+at::Tensor scatter_reduce_two_op(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                 const at::Tensor& src, c10::string_view reduce, bool include_self, at::Tensor* out,
+                                 bool inplace) {
+  at::scatter_reduce(meta(self), dim, meta(index), meta(src), reduce, include_self);  // ATen's checks
+  ir::Combiner combiner;
+  bool mean = false;
+  c10::ScalarType type = self.scalar_type();
+  c10::Scalar identity = 0;
+  if (reduce == "sum" || reduce == "mean") {
+    combiner = ir::Combiner::Add;
+    mean = reduce == "mean";
+  } else if (reduce == "prod") {
+    combiner = ir::Combiner::Mul;
+    identity = 1;
+  } else if (reduce == "amax" || reduce == "amin") {
+    bool max = reduce == "amax";
+    combiner = max ? ir::Combiner::Max : ir::Combiner::Min;
+    AT_DISPATCH_ALL_TYPES_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, type, "scatter_reduce", [&] {
+      identity = max ? std::numeric_limits<scalar_t>::lowest() : std::numeric_limits<scalar_t>::max();
+      if constexpr (std::numeric_limits<scalar_t>::has_infinity)
+        identity = max ? -std::numeric_limits<scalar_t>::infinity() : std::numeric_limits<scalar_t>::infinity();
+    });
+  } else {
+    TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
+  }
+  int64_t d = wrap_dim(dim, self);
+  check_not_empty(self, d, index);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = prepare_output(name, out, self.sizes(), type, self.device(), inplace);
+  if (output.numel() == 0) return output;
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value x = p.read(self);
+  if (index.numel() > 0) {
+    x = lowering::scatter_reduce_dim(g, x, d, p.read(index), p.read(src), combiner, mean, include_self,
+                                     p.scalar(identity, lowering::to_ir(type)));
+  }
+  p.write(output, x);
+  p.run();
+  return output;
+}
+
+at::Tensor scatter_reduce_two(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                              c10::string_view reduce, bool include_self) {
+  return scatter_reduce_two_op("scatter_reduce", self, dim, index, src, reduce, include_self, nullptr, false);
+}
+at::Tensor& scatter_reduce_two_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                c10::string_view reduce, bool include_self) {
+  scatter_reduce_two_op("scatter_reduce_", self, dim, index, src, reduce, include_self, &self, true);
+  return self;
+}
+at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                   c10::string_view reduce, bool include_self, at::Tensor& out) {
+  scatter_reduce_two_op("scatter_reduce.two_out", self, dim, index, src, reduce, include_self, &out, false);
+  return out;
+}
+
+// ------------------------------------------------------------ index_add / index_copy
+
+// index_add (alpha scales source) or index_copy (alpha unused).
+at::Tensor index_combine_op(const char* name, bool add, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            const at::Tensor& source, const c10::Scalar& alpha, at::Tensor* out, bool inplace) {
+  if (add)
+    at::index_add(meta(self), dim, meta(index), meta(source), alpha);
+  else
+    at::index_copy(meta(self), dim, meta(index), meta(source));
+  int64_t d = wrap_dim(dim, self);
+  check_not_empty(self, d, index);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), inplace);
+  if (output.numel() == 0) return output;
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value x = p.read(self);
+  if (index.numel() > 0) {
+    ir::Value s = p.read_as(source, self.scalar_type());
+    // A 0-dim self or source goes with a 1-element index: one row.
+    ir::Shape rows = self.dim() == 0 ? ir::Shape{index.numel()} : to_shape(self.sizes());
+    if (self.dim() > 0) rows[d] = index.numel();
+    s = ir::reshape(g, s, rows);
+    if (add && !scalar_is(alpha, 1)) {
+      ir::Value a = p.scalar(alpha, lowering::to_ir(self.scalar_type()));
+      s = ir::binary(g, "stablehlo.multiply", s, ir::broadcast_in_dim(g, a, g.type(s).shape, {}));
+    }
+    x = lowering::combine_rows(g, x, d, p.read(index), s, add ? ir::Combiner::Add : ir::Combiner::Replace);
+  }
+  p.write(output, x);
+  p.run();
+  return output;
+}
+
+at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                     const c10::Scalar& alpha) {
+  return index_combine_op("index_add", true, self, dim, index, source, alpha, nullptr, false);
+}
+at::Tensor& index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                       const c10::Scalar& alpha) {
+  index_combine_op("index_add_", true, self, dim, index, source, alpha, &self, true);
+  return self;
+}
+at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                          const c10::Scalar& alpha, at::Tensor& out) {
+  index_combine_op("index_add.out", true, self, dim, index, source, alpha, &out, false);
+  return out;
+}
+at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+  return index_combine_op("index_copy", false, self, dim, index, source, 1, nullptr, false);
+}
+at::Tensor& index_copy_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+  index_combine_op("index_copy_", false, self, dim, index, source, 1, &self, true);
+  return self;
+}
+at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                           at::Tensor& out) {
+  index_combine_op("index_copy.out", false, self, dim, index, source, 1, &out, false);
+  return out;
+}
+
+// ------------------------------------------------------------ nonzero / masked_select
+
+int64_t count_nonzero_on_device(const char* name, const at::Tensor& t) {
+  if (t.numel() == 0) return 0;
+  Program p(name, t.device().index());
+  return download_count(p, lowering::count_nonzero(p.graph(), p.read(t)));
+}
+
+at::Tensor nonzero_op(const char* name, const at::Tensor& self, at::Tensor* out) {
+  if (out != nullptr)
+    TORCH_CHECK(out->scalar_type() == c10::kLong, "nonzero: Expected out tensor to have scalar type Long but got "
+                "scalar type", out->scalar_type());
+  c10::DeviceGuard guard(self.device());
+  int64_t count = count_nonzero_on_device(name, self);
+  at::Tensor output = prepare_output(name, out, {count, self.dim()}, c10::kLong, self.device(), false);
+  if (output.numel() == 0) return output;
+  Program p(name, self.device().index());
+  p.write(output, lowering::nonzero(p.graph(), p.read(self), count));
+  p.run();
+  return output;
+}
+
+at::Tensor nonzero(const at::Tensor& self) { return nonzero_op("nonzero", self, nullptr); }
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  nonzero_op("nonzero.out", self, &out);
+  return out;
+}
+
+at::Tensor masked_select_op(const char* name, const at::Tensor& self, const at::Tensor& mask, at::Tensor* out) {
+  TORCH_CHECK(mask.scalar_type() == c10::kBool, "masked_select: expected BoolTensor for mask");
+  c10::DimVector shape = at::infer_size_dimvector(self.sizes(), mask.sizes());
+  c10::DeviceGuard guard(self.device());
+  int64_t count = 0;
+  if (c10::multiply_integers(shape) > 0) {
+    Program p(name, self.device().index());
+    ir::Value m = ir::broadcast_to(p.graph(), p.read(mask), to_shape(shape));
+    count = download_count(p, lowering::count_nonzero(p.graph(), m));
+  }
+  at::Tensor output = prepare_output(name, out, {count}, self.scalar_type(), self.device(), false);
+  if (count == 0) return output;
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value x = ir::broadcast_to(g, p.read(self), to_shape(shape));
+  ir::Value m = ir::broadcast_to(g, p.read(mask), to_shape(shape));
+  p.write(output, lowering::masked_select(g, x, m, count));
+  p.run();
+  return output;
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  return masked_select_op("masked_select", self, mask, nullptr);
+}
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  masked_select_op("masked_select.out", self, mask, &out);
+  return out;
+}
+
+// masked_scatter_: the k-th selected element of self takes source's k-th
+// element (row-major); no host sync needed. A source with fewer elements than
+// the mask selects is not detected (CPU raises): reads clamp to its last one.
+at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+  TORCH_CHECK(mask.scalar_type() == c10::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "masked_scatter_: expected self and source to have same dtypes but got", self.scalar_type(), " and ",
+              source.scalar_type());
+  TORCH_CHECK(at::is_expandable_to(mask.sizes(), self.sizes()), "masked_scatter_: expected mask to be broadcastable to ",
+              self.sizes());
+  if (self.numel() == 0) return self;
+  c10::DeviceGuard guard(self.device());
+  Program p("masked_scatter_", self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Shape shape = to_shape(self.sizes());
+  int64_t n = self.numel();
+  ir::Value m = ir::reshape(g, ir::broadcast_to(g, p.read(mask), shape), {n});
+  ir::Value x = ir::reshape(g, p.read(self), {n});
+  ir::Value r = x;
+  if (source.numel() > 0) {
+    ir::Value src = ir::reshape(g, p.read(source), {source.numel()});
+    ir::Value pos = lowering::prefix_sum(g, ir::convert(g, m, ir::DType::S64));
+    pos = ir::binary(g, "stablehlo.add", pos, ir::full(g, ir::DType::S64, -1, {n}));
+    ir::Value picked = ir::gather_rows(g, src, lowering::clamp_index(g, pos, source.numel()));
+    r = ir::select(g, m, picked, x);
+  }
+  p.write(self, ir::reshape(g, r, shape));
+  p.run();
+  return self;
+}
+
+// ------------------------------------------------------------ advanced indexing
+
+// Index tensors of index/index_put_, one per indexed dim: boolean masks are
+// expanded into their nonzero coordinates (a host sync, as in ATen), CPU
+// index tensors move to self's device.
+std::vector<std::optional<at::Tensor>> expand_indices(const at::Tensor& self, const OptionalTensors& indices) {
+  std::vector<std::optional<at::Tensor>> out;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    std::optional<at::Tensor> idx = indices[i];
+    if (!idx.has_value() || !idx->defined()) {
+      out.emplace_back(std::nullopt);
+      continue;
+    }
+    at::Tensor t = *idx;
+    c10::ScalarType type = t.scalar_type();
+    TORCH_CHECK_INDEX(type == c10::kLong || type == c10::kInt || type == c10::kByte || type == c10::kBool,
+                      "tensors used as indices must be long, int, byte or bool tensors");
+    if (!t.is_privateuseone()) t = t.to(self.device());
+    if (type == c10::kByte || type == c10::kBool) {
+      int64_t first = static_cast<int64_t>(out.size());
+      for (int64_t j = 0; j < t.dim(); ++j) {
+        int64_t d = first + j;
+        TORCH_CHECK_INDEX(d < self.dim(), "too many indices for tensor of dimension ", self.dim());
+        TORCH_CHECK_INDEX(t.size(j) == self.size(d), "The shape of the mask ", t.sizes(), " at index ", j,
+                          " does not match the shape of the indexed tensor ", self.sizes(), " at index ", d);
+      }
+      at::Tensor nz = nonzero_op("nonzero", t, nullptr);
+      for (int64_t j = 0; j < t.dim(); ++j) out.emplace_back(nz.select(1, j));
+    } else {
+      out.emplace_back(t);
+    }
+  }
+  TORCH_CHECK_INDEX(static_cast<int64_t>(out.size()) <= self.dim(), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", out.size(), ")");
+  return out;
+}
+
+// The broadcast shape of the index tensors, with ATen's IndexError when they don't broadcast.
+c10::DimVector index_shape(const std::vector<std::optional<at::Tensor>>& indices) {
+  c10::DimVector shape;
+  try {
+    for (const auto& t : indices)
+      if (t) shape = at::infer_size_dimvector(shape, t->sizes());
+  } catch (const c10::Error&) {
+    std::string shapes;
+    for (const auto& u : indices)
+      if (u) shapes += (shapes.empty() ? "" : " ") + c10::str(u->sizes());
+    TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together with shapes ", shapes);
+  }
+  return shape;
+}
+
+struct IndexSetup {
+  std::vector<std::optional<at::Tensor>> indices;
+  c10::DimVector index_shape;
+  c10::DimVector result_shape;
+};
+
+IndexSetup setup_index(const at::Tensor& self, const OptionalTensors& raw) {
+  IndexSetup s;
+  s.indices = expand_indices(self, raw);
+  s.index_shape = index_shape(s.indices);
+  std::vector<bool> indexed;
+  for (size_t d = 0; d < s.indices.size(); ++d) {
+    indexed.push_back(s.indices[d].has_value());
+    // A non-empty index into an empty dimension can only be out of range.
+    if (s.indices[d])
+      TORCH_CHECK_INDEX(self.size(d) > 0 || c10::multiply_integers(s.index_shape) == 0, "index is out of bounds for "
+                        "dimension ", d, " with size 0");
+  }
+  ir::Shape r = lowering::advanced_index_shape(to_shape(self.sizes()), indexed, to_shape(s.index_shape));
+  s.result_shape = c10::DimVector(r.begin(), r.end());
+  return s;
+}
+
+std::vector<std::optional<ir::Value>> read_indices(Program& p, const IndexSetup& s) {
+  std::vector<std::optional<ir::Value>> values;
+  for (const auto& t : s.indices) {
+    if (!t) {
+      values.emplace_back(std::nullopt);
+      continue;
+    }
+    values.emplace_back(ir::broadcast_to(p.graph(), p.read(*t), to_shape(s.index_shape)));
+  }
+  return values;
+}
+
+bool any_index(const std::vector<std::optional<at::Tensor>>& indices) {
+  for (const auto& t : indices)
+    if (t) return true;
+  return false;
+}
+
+at::Tensor index_op(const char* name, const at::Tensor& self, const OptionalTensors& raw, at::Tensor* out) {
+  c10::DeviceGuard guard(self.device());
+  IndexSetup s = setup_index(self, raw);
+  if (!any_index(s.indices)) {  // nothing indexed: a copy
+    at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), false);
+    output.copy_(self);
+    return output;
+  }
+  at::Tensor output = prepare_output(name, out, s.result_shape, self.scalar_type(), self.device(), false);
+  if (output.numel() == 0) return output;
+  Program p(name, self.device().index());
+  p.write(output, lowering::advanced_index(p.graph(), p.read(self), read_indices(p, s)));
+  p.run();
+  return output;
+}
+
+at::Tensor index(const at::Tensor& self, const OptionalTensors& indices) {
+  return index_op("index", self, indices, nullptr);
+}
+at::Tensor& index_out(const at::Tensor& self, const OptionalTensors& indices, at::Tensor& out) {
+  index_op("index.Tensor_out", self, indices, &out);
+  return out;
+}
+
+// x[mask] = v with one boolean mask and a one-element value: a select, no
+// host sync (ATen takes the same shortcut through masked_fill_).
+bool put_as_select(at::Tensor& self, const OptionalTensors& indices, const at::Tensor& values) {
+  if (values.numel() != 1) return false;
+  int64_t position = -1, count = 0;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    std::optional<at::Tensor> t = indices[i];
+    if (!t || !t->defined()) continue;
+    ++count;
+    if (t->scalar_type() != c10::kBool) return false;
+    position = static_cast<int64_t>(i);
+  }
+  if (count != 1) return false;
+  at::Tensor mask = *indices[position];
+  if (position + mask.dim() > self.dim()) return false;
+  for (int64_t j = 0; j < mask.dim(); ++j)
+    if (mask.size(j) != self.size(position + j)) return false;
+  if (self.numel() == 0) return true;
+  if (!mask.is_privateuseone()) mask = mask.to(self.device());
+  Program p("index_put_", self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Shape shape = to_shape(self.sizes());
+  ir::Dims dims;
+  for (int64_t j = 0; j < mask.dim(); ++j) dims.push_back(position + j);
+  ir::Value m = ir::broadcast_in_dim(g, p.read(mask), shape, dims);
+  ir::Value v = ir::broadcast_in_dim(g, ir::reshape(g, p.read_as(values, self.scalar_type()), {}), shape, {});
+  p.write(self, ir::select(g, m, v, p.read(self)));
+  p.run();
+  return true;
+}
+
+// Without accumulate, duplicate indices leave one of their values (which one
+// is unspecified, as on CUDA; CPU keeps the last).
+at::Tensor& index_put_impl_(at::Tensor& self, const OptionalTensors& raw, const at::Tensor& values, bool accumulate,
+                            bool unsafe) {
+  c10::DeviceGuard guard(self.device());
+  if (!accumulate && put_as_select(self, raw, values)) return self;
+  IndexSetup s = setup_index(self, raw);
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), s.result_shape), "shape mismatch: value tensor of shape ",
+              values.sizes(), " cannot be broadcast to indexing result of shape ", s.result_shape);
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes match, "
+              "got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
+  if (!any_index(s.indices)) {
+    self.copy_(values);
+    return self;
+  }
+  if (self.numel() == 0 || c10::multiply_integers(s.result_shape) == 0) return self;
+  Program p("index_put_", self.device().index());
+  ir::Graph& g = p.graph();
+  std::vector<std::optional<ir::Value>> idx = read_indices(p, s);
+  ir::Value v = ir::broadcast_to(g, p.read(values), to_shape(s.result_shape));
+  p.write(self, lowering::advanced_index_put(g, p.read(self), idx, v, accumulate));
+  p.run();
+  return self;
+}
+
+// ------------------------------------------------------------ embedding
+
+at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, c10::SymInt num_weights_sym,
+                                    c10::SymInt padding_idx_sym, bool scale_grad_by_freq) {
+  int64_t num_weights = num_weights_sym.expect_int(), padding_idx = padding_idx_sym.expect_int();
+  TORCH_CHECK(indices.scalar_type() == c10::kLong || indices.scalar_type() == c10::kInt,
+              "embedding_backward: Expected tensor for argument #1 'indices' to have one of the following scalar "
+              "types: Long, Int; but got ", indices.scalar_type(), " instead");
+  int64_t width = grad.dim() == 0 ? 1 : grad.size(-1);
+  c10::DeviceGuard guard(grad.device());
+  at::Tensor output = at::empty({num_weights, width}, grad.options());
+  if (output.numel() == 0) return output;
+  Program p("embedding_dense_backward", grad.device().index());
+  ir::Graph& g = p.graph();
+  if (indices.numel() == 0) {
+    p.write(output, ir::full(g, lowering::to_ir(grad.scalar_type()), 0, {num_weights, width}));
+  } else {
+    p.write(output, lowering::embedding_backward(g, p.read(grad), p.read(indices), num_weights, padding_idx,
+                                                 scale_grad_by_freq));
+  }
+  p.run();
+  return output;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("gather", gather);
+  m.impl("gather.out", gather_out);
+  m.impl("index_select", index_select);
+  m.impl("index_select.out", index_select_out);
+  m.impl("scatter.src", scatter_src);
+  m.impl("scatter_.src", scatter_src_);
+  m.impl("scatter.src_out", scatter_src_out);
+  m.impl("scatter.value", scatter_value);
+  m.impl("scatter_.value", scatter_value_);
+  m.impl("scatter.value_out", scatter_value_out);
+  m.impl("scatter.reduce", scatter_reduce);
+  m.impl("scatter_.reduce", scatter_reduce_);
+  m.impl("scatter.reduce_out", scatter_reduce_out);
+  m.impl("scatter.value_reduce", scatter_value_reduce);
+  m.impl("scatter_.value_reduce", scatter_value_reduce_);
+  m.impl("scatter.value_reduce_out", scatter_value_reduce_out);
+  m.impl("scatter_add", scatter_add);
+  m.impl("scatter_add_", scatter_add_);
+  m.impl("scatter_add.out", scatter_add_out);
+  m.impl("scatter_reduce.two", scatter_reduce_two);
+  m.impl("scatter_reduce_.two", scatter_reduce_two_);
+  m.impl("scatter_reduce.two_out", scatter_reduce_two_out);
+  m.impl("index_add", index_add);
+  m.impl("index_add_", index_add_);
+  m.impl("index_add.out", index_add_out);
+  m.impl("index_copy", index_copy);
+  m.impl("index_copy_", index_copy_);
+  m.impl("index_copy.out", index_copy_out);
+  m.impl("nonzero", nonzero);
+  m.impl("nonzero.out", nonzero_out);
+  m.impl("masked_select", masked_select);
+  m.impl("masked_select.out", masked_select_out);
+  m.impl("masked_scatter_", masked_scatter_);
+  m.impl("index.Tensor", index);
+  m.impl("index.Tensor_out", index_out);
+  m.impl("_index_put_impl_", index_put_impl_);
+  m.impl("embedding_dense_backward", embedding_dense_backward);
+}
+
+}  // namespace tpu::aten
