@@ -318,7 +318,7 @@ def test_scatter_backward_and_errors():
 @pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
-def test_scatter_reduce(reduce, include_self, dtype, request):
+def test_scatter_reduce(reduce, include_self, dtype):
     x, src = make((4, 5), dtype, low=-4, high=5), make((6, 5), dtype, 1, low=-4, high=5)
     index = idx((6, 5), 4)
     fn = lambda t, i, s: torch.scatter_reduce(t, 0, i, s, reduce, include_self=include_self)  # noqa: E731
@@ -329,8 +329,6 @@ def test_scatter_reduce(reduce, include_self, dtype, request):
     check_out(lambda t, i, s, out: torch.scatter_reduce(t, 0, i, s, reduce, include_self=include_self, out=out),
               (0,), dtype, x, index, src)
     if dtype.is_floating_point and reduce in ("sum", "mean"):
-        if reduce == "mean":  # its backward needs masked_fill_, native on the elementwise branch
-            request.getfixturevalue("allow_fallback")
         check_grads(fn, x, index, src)
 
 
@@ -502,7 +500,7 @@ def test_masked_select(dtype):
     check_grads(torch.masked_select, make((4, 5)), m)
 
 
-def test_masked_scatter(allow_fallback):
+def test_masked_scatter():
     # The backward needs masked_fill_, native on the elementwise branch.
     x, m, s = make((4, 5)), make((4, 5), torch.bool, 1), make((20,), seed=2)
     check(lambda t, mm, ss: t.masked_scatter(mm, ss), x, m, s)

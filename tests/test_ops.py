@@ -210,7 +210,7 @@ def test_binary_backward(name):
 
 
 @pytest.mark.parametrize("name", UNARY)
-def test_unary_backward(name, allow_fallback):
+def test_unary_backward(name):
     x = make((5, 6), low=0.1, high=4) if name in ("log", "sqrt", "rsqrt") else make((5, 6))
     cpu, tpu = grads(getattr(torch, name), x)
     assert_close(tpu[0], cpu[0])

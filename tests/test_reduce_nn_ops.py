@@ -71,25 +71,6 @@ def grads(fn, *cpu_args, wrt=None, **kw):
         assert_close(g_tpu, g_cpu, **kw)
 
 
-# Ops of other families (elementwise, indexing/shape) that composite ATen
-# code around this file's ops still uses; until those land, tests marked with
-# this fixture let exactly these run on the CPU, and nothing else.
-OTHER_FAMILIES = {"aten::masked_fill_.Scalar", "aten::cat.out", "aten::scatter.src_out", "aten::clamp.out",
-                  "aten::clamp", "aten::clamp_max.out", "aten::clamp_max", "aten::reciprocal.out",
-                  "aten::_foreach_mul_.Tensor", "aten::gather.out", "aten::masked_select", "aten::bitwise_not.out",
-                  "aten::flip", "aten::isnan", "aten::logical_or.out", "aten::masked_fill_.Tensor",
-                  "aten::pow.Tensor_Scalar_out", "aten::sgn.out"}
-
-
-@pytest.fixture
-def other_families(monkeypatch):
-    monkeypatch.setenv("TORCH_TPU_FALLBACK", "allow")
-    torch_tpu.reset_metrics()
-    yield
-    fell_back = set(torch_tpu.metrics().get("fallback_ops", {}))
-    assert fell_back <= OTHER_FAMILIES, fell_back - OTHER_FAMILIES
-
-
 # ------------------------------------------------------------ reductions
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool], ids=str)
@@ -270,7 +251,7 @@ def test_reduction_backward():
     grads(lambda t: torch.logsumexp(t, 1), x)
 
 
-def test_reduction_backward_through_other_families(other_families):
+def test_reduction_backward_through_composites():
     # These backward formulas use masked_fill_, pow, flip, isnan or scatter.
     x = make((4, 5), low=0.5, high=2)
     grads(lambda t: t.max(0).values, x)
@@ -410,7 +391,7 @@ def test_cross_entropy():
     cross_entropy(0.0)
 
 
-def test_cross_entropy_label_smoothing(other_families):  # masks ignored targets with masked_fill_
+def test_cross_entropy_label_smoothing():
     cross_entropy(0.2)
 
 
@@ -450,7 +431,7 @@ def test_bce_with_logits(reduction):
     grads(fn, x, t, None, None, wrt={0})
 
 
-def test_clip_grad_norm(other_families):  # stack -> cat, clamp and _foreach_mul_ belong to other families
+def test_clip_grad_norm():
     params_cpu = [torch.nn.Parameter(make(s, seed=i)) for i, s in enumerate([(4, 3), (3,), (2, 2, 2)])]
     params_tpu = [torch.nn.Parameter(p.detach().to("tpu")) for p in params_cpu]
     for i, (pc, pt) in enumerate(zip(params_cpu, params_tpu)):

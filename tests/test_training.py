@@ -30,7 +30,7 @@ def train(model, device, steps=10, foreach=None):
     return losses, [p.detach().cpu() for p in model.parameters()]
 
 
-def test_mlp_sgd_momentum_matches_cpu(allow_fallback):
+def test_mlp_sgd_momentum_matches_cpu():
     model = make_mlp()
     cpu_losses, cpu_params = train(copy.deepcopy(model), "cpu")
     tpu_losses, tpu_params = train(copy.deepcopy(model), "tpu")
@@ -40,14 +40,14 @@ def test_mlp_sgd_momentum_matches_cpu(allow_fallback):
     assert tpu_losses[-1] < tpu_losses[0]
 
 
-def test_mlp_foreach_optimizer_path(allow_fallback):
+def test_mlp_foreach_optimizer_path():
     model = make_mlp()
     cpu_losses, _ = train(copy.deepcopy(model), "cpu", steps=3, foreach=True)
     tpu_losses, _ = train(copy.deepcopy(model), "tpu", steps=3, foreach=True)
     assert_close(tpu_losses, cpu_losses, rtol=1e-4, atol=1e-5)
 
 
-def test_training_step_compiles_once(allow_fallback):
+def test_training_step_compiles_once():
     model = make_mlp()
     train(copy.deepcopy(model), "tpu", steps=2)
     before = torch_tpu.metrics()["compiles"]

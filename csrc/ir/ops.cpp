@@ -276,12 +276,7 @@ Value gather_1d(Graph& g, Value x, Value indices) {
 }
 
 Value scatter_1d(Graph& g, Value x, Value indices, Value updates) {
-  const Type& ti = g.type(indices);
-  return g.add("stablehlo.scatter", {x, indices, updates}, g.type(x),
-               "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
-               "scatter_dims_to_operand_dims = [0], index_vector_dim = " + std::to_string(ti.rank()) +
-                   ">, indices_are_sorted = false, unique_indices = false",
-               Combiner::Replace);
+  return scatter_1d_combine(g, x, indices, updates, Combiner::Replace);
 }
 
 // ---- conv builders
@@ -429,11 +424,6 @@ Value scatter_rows(Graph& g, Value x, Value indices, Value updates, Combiner com
                    ", inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = " +
                    std::to_string(ti.rank()) + ">, indices_are_sorted = false, unique_indices = false",
                combiner);
-}
-
-Value reverse(Graph& g, Value x, const Dims& dims) {
-  if (dims.empty()) return x;
-  return g.add("stablehlo.reverse", {x}, g.type(x), "dimensions = " + i64_array(dims));
 }
 
 }  // namespace tpu::ir

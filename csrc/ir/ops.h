@@ -86,7 +86,5 @@ Value gather_rows(Graph& g, Value x, Value indices);
 // duplicates with `combiner` (Replace: one of them wins). Rows outside x are
 // dropped (StableHLO scatter semantics).
 Value scatter_rows(Graph& g, Value x, Value indices, Value updates, Combiner combiner);
-// x with the order of elements along `dims` reversed.
-Value reverse(Graph& g, Value x, const Dims& dims);
 
 }  // namespace tpu::ir
