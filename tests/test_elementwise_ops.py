@@ -9,32 +9,10 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 import torch_tpu  # noqa: F401
+from support import make, to_tpu, check, grads, check_grads
 
 NAN, INF = float("nan"), float("inf")
 BF16_TOL = dict(rtol=1.6e-2, atol=1e-2)
-
-
-def make(shape, dtype=torch.float32, seed=0, low=-3, high=3):
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=g) > 0.5
-    if dtype.is_floating_point:
-        return (torch.rand(shape, generator=g) * (high - low) + low).to(dtype)
-    return torch.randint(low, high, shape, generator=g, dtype=dtype)
-
-
-def to_tpu(a):
-    return a.to("tpu") if isinstance(a, torch.Tensor) else a
-
-
-def check(fn, *cpu_args, rtol=None, atol=None, **kwargs):
-    """Runs fn on CPU and on tpu copies of the tensor args; compares outputs."""
-    expected = fn(*cpu_args, **kwargs)
-    got = fn(*[to_tpu(a) for a in cpu_args], **kwargs)
-    assert got.device.type == "tpu"
-    assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
-    assert_close(got.cpu(), expected, rtol=rtol, atol=atol, equal_nan=True)
-    return got
 
 
 def check_variants(fn, inplace, x, *args, rtol=None, atol=None):
@@ -48,23 +26,6 @@ def check_variants(fn, inplace, x, *args, rtol=None, atol=None):
         t = to_tpu(x.clone())
         getattr(t, inplace)(*targs)
         assert_close(t.cpu(), expected.cpu(), rtol=rtol, atol=atol, equal_nan=True)
-
-
-def grads(fn, *cpu_args):
-    """Gradients of sum(fn(args)) w.r.t. every floating arg, on CPU and tpu."""
-    out = []
-    for device in ("cpu", "tpu"):
-        args = [a.detach().to(device).requires_grad_(a.is_floating_point()) for a in cpu_args]
-        fn(*args).sum().backward()
-        out.append([a.grad.cpu() for a in args if a.grad is not None])
-    return out
-
-
-def check_grads(fn, *cpu_args, rtol=None, atol=None):
-    cpu, tpu = grads(fn, *cpu_args)
-    assert len(cpu) == len(tpu) > 0
-    for g_cpu, g_tpu in zip(cpu, tpu):
-        assert_close(g_tpu, g_cpu, rtol=rtol, atol=atol, equal_nan=True)
 
 
 SPECIAL = torch.tensor([NAN, INF, -INF, 0.0, -0.0, 0.5, -0.5, 1.5, -2.5, 2.5])

@@ -8,30 +8,14 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 import torch_tpu  # noqa: F401
+from support import make, to_tpu
 
 FLOAT_TYPES = [torch.float32, torch.bfloat16]
 ALL_TYPES = [torch.float32, torch.bfloat16, torch.int64, torch.int32]
 
 
-def make(shape, dtype=torch.float32, seed=0, low=-3, high=3):
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=g) > 0.5
-    if dtype.is_floating_point:
-        return (torch.rand(shape, generator=g) * (high - low) + low).to(dtype)
-    return torch.randint(low, high, shape, generator=g, dtype=dtype)
-
-
 def idx(shape, high, seed=0, low=0):
     return torch.randint(low, high, shape, generator=torch.Generator().manual_seed(seed))
-
-
-def to_tpu(a):
-    if isinstance(a, torch.Tensor):
-        return a.to("tpu")
-    if isinstance(a, (list, tuple)):
-        return type(a)(to_tpu(x) for x in a)
-    return a
 
 
 def check(fn, *cpu_args, rtol=None, atol=None):

@@ -5,26 +5,7 @@ import torch
 from torch.testing import assert_close
 
 import torch_tpu
-
-
-def make(shape, dtype=torch.float32, seed=0, low=-3, high=3):
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=g) > 0.5
-    if dtype.is_floating_point:
-        return (torch.rand(shape, generator=g) * (high - low) + low).to(dtype)
-    return torch.randint(low, high, shape, generator=g, dtype=dtype)
-
-
-def check(fn, *cpu_args, rtol=None, atol=None, **kwargs):
-    """Runs fn on CPU and on tpu copies of the tensor args; compares outputs."""
-    tpu_args = [a.to("tpu") if isinstance(a, torch.Tensor) else a for a in cpu_args]
-    expected = fn(*cpu_args, **kwargs)
-    got = fn(*tpu_args, **kwargs)
-    assert got.device.type == "tpu"
-    assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
-    assert_close(got.cpu(), expected, rtol=rtol, atol=atol, equal_nan=True)
-    return got
+from support import make, check, grads
 
 
 BINARY = {
@@ -190,16 +171,6 @@ def test_mm_addmm_linear():
     check(torch.mm, make((4, 6), torch.bfloat16), make((6, 2), torch.bfloat16), rtol=2e-2, atol=2e-2)
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         torch.mm(a.to("tpu"), a.to("tpu"))
-
-
-def grads(fn, *cpu_args):
-    """Gradients of sum(fn(args)) with respect to every floating arg, on CPU and tpu."""
-    out = []
-    for device in ("cpu", "tpu"):
-        args = [a.detach().to(device).requires_grad_(a.is_floating_point()) for a in cpu_args]
-        fn(*args).sum().backward()
-        out.append([a.grad.cpu() for a in args if a.grad is not None])
-    return out
 
 
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])

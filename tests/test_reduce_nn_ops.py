@@ -8,30 +8,14 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 import torch_tpu
+from support import make, to_tpu
 
 NAN = float("nan")
 INF = float("inf")
 
 
-def make(shape, dtype=torch.float32, seed=0, low=-3, high=3):
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=g) > 0.5
-    if dtype.is_floating_point:
-        return (torch.rand(shape, generator=g) * (high - low) + low).to(dtype)
-    return torch.randint(low, high, shape, generator=g, dtype=dtype)
-
-
 def tol(dtype):
     return dict(rtol=2e-2, atol=2e-2) if dtype in (torch.bfloat16, torch.float16) else {}
-
-
-def to_tpu(x):
-    if isinstance(x, torch.Tensor):
-        return x.to("tpu")
-    if isinstance(x, (list, tuple)):
-        return type(x)(to_tpu(v) for v in x)
-    return x
 
 
 def compare(got, expected, **kw):
