@@ -1,7 +1,11 @@
 import os
+import tempfile
 
-import pytest
-import torch
+# Tests compile into a cache of their own, never the user's.
+os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="torch_tpu_test_cache_"))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 # Tests compare tpu against CPU PyTorch; they must fail rather than silently
 # fall back unless a test opts in.

@@ -17,8 +17,18 @@ torch._register_device_module("tpu", tpu)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
 from .metrics import metrics, metrics_report, reset_metrics  # noqa: E402
+from .modes import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
+from . import cache as _cache  # noqa: E402
+from . import modes as _modes  # noqa: E402
 
-__all__ = ["metrics", "metrics_report", "reset_metrics", "sync", "plugin_info"]
+_cache.init_from_environment()
+_modes._init_from_environment()
+
+__all__ = ["metrics", "metrics_report", "reset_metrics", "sync", "plugin_info", "set_eager_mode", "get_eager_mode",
+           "eager_mode", "set_cache_dir", "get_cache_dir"]
+
+set_cache_dir = _cache.set_cache_dir
+get_cache_dir = _cache.get_cache_dir
 
 
 def sync():

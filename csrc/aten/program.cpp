@@ -3,10 +3,13 @@
 #include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <list>
 #include <mutex>
 
+#include "engine/diagnostics.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
 #include "lowering/types.h"
@@ -83,7 +86,61 @@ bool covers_whole_storage(const at::Tensor& t) {
          static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
 }
 
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+std::string where_in_user_code() {
+  std::string location = engine::user_location();
+  return location.empty() ? std::string() : " at " + location;
+}
+
+// A program that reduces `type` to one bool: every element finite.
+bool all_finite(const engine::BufferRef& buffer, const ir::Type& type, int device) {
+  ir::Graph g;
+  ir::Value x = g.parameter(type);
+  ir::Value finite = g.add("stablehlo.is_finite", {x}, ir::Type{ir::DType::Pred, type.shape});
+  ir::Dims all;
+  for (int64_t i = 0; i < type.rank(); ++i) all.push_back(i);
+  g.add_output(ir::reduce(g, finite, ir::constant(g, ir::DType::Pred, 1), all, ir::Combiner::And));
+  auto result = engine::Runtime::get().execute(g, {buffer->raw()}, device);
+  bool ok = false;
+  engine::Runtime::get().download(*result[0], &ok, 1);
+  return ok;
+}
+
 }  // namespace
+
+bool log_ops_enabled() {
+  static const bool enabled = env_flag("TORCH_TPU_LOG_OPS");
+  return enabled;
+}
+
+void Program::check_outputs(const std::vector<engine::BufferRef>& outputs) const {
+  // Debug mode: wait here, so a device error surfaces at the op that caused it.
+  for (const auto& buffer : outputs) {
+    try {
+      buffer->ready_event()->await();
+    } catch (const pjrt::Error& e) {
+      TORCH_CHECK(false, "torch_tpu: ", op_name_, "(", operands_, ") failed on the device", where_in_user_code(),
+                  ": ", e.what());
+    }
+  }
+  if (!env_flag("TORCH_TPU_CHECK_NAN")) return;
+  const auto& order = graph_.outputs();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const ir::Type& type = graph_.type(ir::Value{order[i]});
+    if (!ir::is_floating(type.dtype) || ir::numel(type.shape) == 0) continue;
+    TORCH_CHECK(all_finite(outputs[i], type, device_), "torch_tpu: ", op_name_, "(", operands_,
+                ") produced NaN or Inf", where_in_user_code(), " (TORCH_TPU_CHECK_NAN=1)");
+  }
+}
+
+void Program::log_launch(const engine::LaunchInfo& info) const {
+  const char* how = info.compiled ? "compiled" : info.from_disk ? "disk-cache hit" : "cache hit";
+  std::fprintf(stderr, "[torch_tpu] %s(%s) %s, %.1f us\n", op_name_, operands_.c_str(), how, info.seconds * 1e6);
+}
 
 int device_of(std::initializer_list<const at::Tensor*> tensors) {
   for (const at::Tensor* t : tensors)
@@ -136,7 +193,7 @@ std::optional<ir::Value> Program::dynamic_offset(const at::Tensor& t) {
 ir::Value Program::read(const at::Tensor& t) {
   ir::DType dtype = lowering::to_ir(t.scalar_type());
   if (!operands_.empty()) operands_ += ", ";
-  operands_ += shape_string(t.sizes()) + " " + c10::toString(t.scalar_type());
+  operands_ += shape_string(t.sizes()) + " " + lowering::python_dtype_name(t.scalar_type());
   if (!t.is_privateuseone()) operands_ += " on " + t.device().str();
   if (t.device().is_cpu() && t.dim() == 0) return scalar(t.item(), dtype);
   check_device(t);
@@ -153,7 +210,7 @@ ir::Value Program::read_as(const at::Tensor& t, c10::ScalarType dtype) {
   ir::DType target = lowering::to_ir(dtype);
   if (t.device().is_cpu() && t.dim() == 0) {
     if (!operands_.empty()) operands_ += ", ";
-    operands_ += std::string("scalar ") + c10::toString(t.scalar_type());
+    operands_ += "scalar " + lowering::python_dtype_name(t.scalar_type());
     return scalar(t.item(), target);
   }
   return ir::convert(graph_, read(t), target);
@@ -204,11 +261,14 @@ std::vector<engine::BufferRef> Program::run() {
   args.reserve(arguments_.size());
   for (auto& b : arguments_) args.push_back(b->raw());
   std::vector<engine::BufferRef> outputs;
+  engine::LaunchInfo info;
   try {
-    outputs = engine::Runtime::get().execute(graph_, args, device_);
+    outputs = engine::Runtime::get().execute(graph_, args, device_, &info);
   } catch (const pjrt::Error& e) {
     TORCH_CHECK(false, "torch_tpu: ", op_name_, "(", operands_, ") failed: ", e.what());
   }
+  if (engine::eager_mode() == engine::EagerMode::Debug) check_outputs(outputs);
+  if (log_ops_enabled()) log_launch(info);
   for (size_t i = 0; i < written.size(); ++i) {
     StorageValue* value = written[i]->value;
     value->buffer = std::move(outputs[i]);

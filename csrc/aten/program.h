@@ -53,6 +53,8 @@ class Program {
   StorageState& state_for(const at::Tensor& t);
   std::optional<ir::Value> dynamic_offset(const at::Tensor& t);
   void check_device(const at::Tensor& t) const;
+  void check_outputs(const std::vector<engine::BufferRef>& outputs) const;
+  void log_launch(const engine::LaunchInfo& info) const;
 
   const char* op_name_;
   int device_;
@@ -63,6 +65,9 @@ class Program {
   std::vector<StorageState> storages_;
   std::unordered_map<StorageValue*, size_t> storage_index_;
 };
+
+// TORCH_TPU_LOG_OPS=1: each launch is logged to stderr (op, operands, cache, time).
+bool log_ops_enabled();
 
 // Device of a tpu tensor operand set (the first tpu tensor's device).
 int device_of(std::initializer_list<const at::Tensor*> tensors);

@@ -1,5 +1,6 @@
 #include "engine/runtime.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 
@@ -13,6 +14,9 @@ std::string g_plugin_path;
 std::string g_selected_by = "TORCH_TPU_PLUGIN";
 Runtime* g_runtime = nullptr;
 std::string g_init_error;
+std::mutex g_cache_dir_mutex;
+std::string g_cache_dir;
+std::atomic<EagerMode> g_eager_mode{EagerMode::Strict};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -38,6 +42,26 @@ pjrt::ElementType element_type(ir::DType dtype) {
     case ir::DType::F64: return E::F64;
   }
   return E::Invalid;
+}
+
+EagerMode eager_mode() { return g_eager_mode.load(std::memory_order_relaxed); }
+void set_eager_mode(EagerMode mode) { g_eager_mode.store(mode); }
+
+void Runtime::set_cache_dir(const std::string& directory) {
+  std::lock_guard<std::mutex> lock(g_cache_dir_mutex);
+  g_cache_dir = directory;
+}
+
+std::string Runtime::cache_dir() {
+  std::lock_guard<std::mutex> lock(g_cache_dir_mutex);
+  return g_cache_dir;
+}
+
+std::string Runtime::plugin_identity() const {
+  const auto& plugin = client_->plugin();
+  return client_->platform_name() + " " + client_->platform_version() + " pjrt-api " +
+         std::to_string(plugin->api_major()) + "." + std::to_string(plugin->api_minor()) +
+         " options portable-1x1";
 }
 
 void Runtime::set_plugin_path(const std::string& path, const std::string& selected_by) {
@@ -88,13 +112,38 @@ PJRT_Device* Runtime::device(int index) const {
   return devices[index].device;
 }
 
-std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph) {
+std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph, LaunchInfo* info) {
   std::string key = graph.key();
   std::lock_guard<std::mutex> lock(cache_mutex_);
   auto it = cache_.find(key);
   if (it != cache_.end()) {
     metrics().add("cache_hits");
     return it->second;
+  }
+  auto exe = load_or_compile(key, graph, info);
+  cache_.emplace(std::move(key), exe);
+  return exe;
+}
+
+std::shared_ptr<pjrt::Executable> Runtime::load_or_compile(const std::string& key, const ir::Graph& graph,
+                                                           LaunchInfo* info) {
+  std::string directory = cache_dir();
+  std::optional<DiskCache> disk;
+  if (!directory.empty()) disk.emplace(directory, plugin_identity());
+  if (disk) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (auto bytes = disk->load(key)) {
+      try {
+        std::shared_ptr<pjrt::Executable> exe = client_->deserialize(*bytes);
+        metrics().add("disk_cache_hits");
+        metrics().add("disk_load_seconds", seconds_since(t0));
+        if (info) info->from_disk = true;
+        return exe;
+      } catch (const pjrt::Error& e) {
+        warn("compilation cache entry " + disk->path_for(key) + " cannot be loaded (" + e.what() +
+             "); recompiling and replacing it");
+      }
+    }
   }
   auto t0 = std::chrono::steady_clock::now();
   std::string text = graph.to_mlir();
@@ -108,7 +157,14 @@ std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph
   }
   metrics().add("compiles");
   metrics().add("compile_seconds", seconds_since(t0));
-  cache_.emplace(std::move(key), exe);
+  if (info) info->compiled = true;
+  if (disk) {
+    try {
+      disk->store(key, exe->serialize());
+    } catch (const pjrt::Error& e) {
+      warn(std::string("cannot serialize a compiled program for the disk cache: ") + e.what());
+    }
+  }
   return exe;
 }
 
@@ -118,12 +174,14 @@ size_t Runtime::cache_size() const {
 }
 
 std::vector<BufferRef> Runtime::execute(const ir::Graph& graph, const std::vector<PJRT_Buffer*>& args,
-                                        int device_index) {
-  auto exe = executable_for(graph);
+                                        int device_index, LaunchInfo* info) {
+  auto start = std::chrono::steady_clock::now();
+  auto exe = executable_for(graph, info);
   auto t0 = std::chrono::steady_clock::now();
   auto outputs = exe->execute(device(device_index), args);
   metrics().add("executions");
   metrics().add("execute_seconds", seconds_since(t0));
+  if (info) info->seconds = seconds_since(start);
   std::vector<BufferRef> result;
   result.reserve(outputs.size());
   for (auto& b : outputs) result.emplace_back(std::move(b));

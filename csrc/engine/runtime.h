@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/diagnostics.h"
+#include "engine/disk_cache.h"
 #include "ir/graph.h"
 #include "pjrt/pjrt.h"
 
@@ -16,6 +18,18 @@ namespace tpu::engine {
 using BufferRef = std::shared_ptr<pjrt::Buffer>;
 
 pjrt::ElementType element_type(ir::DType dtype);
+
+// When programs are cut and how the host waits (see DESIGN.md).
+enum class EagerMode { Strict, Debug };
+EagerMode eager_mode();
+void set_eager_mode(EagerMode mode);
+
+// How one launch went, for logging.
+struct LaunchInfo {
+  bool compiled = false;   // compiled now (a miss in memory and on disk)
+  bool from_disk = false;  // loaded from the disk cache
+  double seconds = 0;      // host time of lookup/compile and launch
+};
 
 // The work launched up to some point (for stream/event queries).
 struct Marker {
@@ -31,13 +45,17 @@ class Runtime {
   static Runtime& get();
   static bool initialized();
   static void set_plugin_path(const std::string& path, const std::string& selected_by);
+  // Directory of the on-disk compilation cache; empty disables it.
+  static void set_cache_dir(const std::string& directory);
+  static std::string cache_dir();
 
   const pjrt::Client& client() const { return *client_; }
   int device_count() const { return static_cast<int>(client_->devices().size()); }
   PJRT_Device* device(int index) const;
 
   // Compiles (or finds in the cache) and launches `graph` asynchronously.
-  std::vector<BufferRef> execute(const ir::Graph& graph, const std::vector<PJRT_Buffer*>& args, int device);
+  std::vector<BufferRef> execute(const ir::Graph& graph, const std::vector<PJRT_Buffer*>& args, int device,
+                                 LaunchInfo* info = nullptr);
   BufferRef upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device);
   void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes);
   void synchronize();  // waits for everything launched so far
@@ -47,7 +65,10 @@ class Runtime {
 
  private:
   explicit Runtime(std::unique_ptr<pjrt::Client> client);
-  std::shared_ptr<pjrt::Executable> executable_for(const ir::Graph& graph);
+  std::shared_ptr<pjrt::Executable> executable_for(const ir::Graph& graph, LaunchInfo* info);
+  std::shared_ptr<pjrt::Executable> load_or_compile(const std::string& key, const ir::Graph& graph,
+                                                    LaunchInfo* info);
+  std::string plugin_identity() const;
 
   std::unique_ptr<pjrt::Client> client_;
   mutable std::mutex cache_mutex_;

@@ -3,11 +3,11 @@
 #include <c10/util/Exception.h>
 
 namespace tpu::lowering {
+std::string python_dtype_name(c10::ScalarType type) { return std::string(c10::getDtypeNames(type).first); }
+
 namespace {
 // "torch.complex64", as Python prints dtypes.
-std::string python_name(c10::ScalarType type) {
-  return "torch." + std::string(c10::getDtypeNames(type).first);
-}
+std::string python_name(c10::ScalarType type) { return "torch." + python_dtype_name(type); }
 }  // namespace
 
 bool has_ir_dtype(c10::ScalarType type) {

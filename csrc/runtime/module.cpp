@@ -49,6 +49,32 @@ TpuGenerator& generator(int device) {
 PYBIND11_MODULE(_C, m) {
   using namespace tpu;
   m.doc() = "torch_tpu native core";
+  // Engine warnings become Python warnings (TORCH_WARN is buffered and raised
+  // by the Python bindings when the op returns).
+  engine::set_warning_handler([](const std::string& message) { TORCH_WARN("torch_tpu: ", message); });
+  m.def("_set_location_provider", [](py::object provider) {
+    auto holder = std::make_shared<py::object>(std::move(provider));
+    engine::set_location_provider([holder]() -> std::string {
+      if (!Py_IsInitialized()) return {};
+      py::gil_scoped_acquire gil;
+      try {
+        return (*holder)().cast<std::string>();
+      } catch (const py::error_already_set&) {
+        return {};
+      }
+    });
+  });
+  m.def("_set_cache_dir", &engine::Runtime::set_cache_dir);
+  m.def("_cache_dir", &engine::Runtime::cache_dir);
+  m.def("_set_eager_mode", [](const std::string& mode) {
+    if (mode == "strict")
+      engine::set_eager_mode(engine::EagerMode::Strict);
+    else if (mode == "debug")
+      engine::set_eager_mode(engine::EagerMode::Debug);
+    else
+      throw std::invalid_argument("unknown eager mode '" + mode + "'");
+  });
+  m.def("_get_eager_mode", [] { return engine::eager_mode() == engine::EagerMode::Debug ? "debug" : "strict"; });
   m.def("_set_plugin_path", &engine::Runtime::set_plugin_path, py::arg("path"), py::arg("selected_by"));
   m.def("_is_initialized", &engine::Runtime::initialized);
   m.def("_init", [] {

@@ -1,0 +1,195 @@
+"""Eager modes (strict, debug) and the on-disk compilation cache."""
+import glob
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import torch_tpu
+
+
+def run_python(code, **env):
+    full_env = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=300)
+
+
+# ------------------------------------------------------------ modes
+
+def test_mode_api_and_context_manager():
+    assert torch_tpu.get_eager_mode() == "strict"
+    with torch_tpu.eager_mode("debug"):
+        assert torch_tpu.get_eager_mode() == "debug"
+    assert torch_tpu.get_eager_mode() == "strict"
+    with pytest.raises(ValueError, match="unknown eager mode"):
+        torch_tpu.set_eager_mode("turbo")
+    with pytest.raises(NotImplementedError, match="fused"):
+        torch_tpu.set_eager_mode("fused")
+    assert torch_tpu.get_eager_mode() == "strict"
+
+
+def test_same_results_in_debug_and_strict():
+    x = torch.randn(8, 8)
+    results = []
+    for mode in ("strict", "debug"):
+        with torch_tpu.eager_mode(mode):
+            t = x.to("tpu")
+            results.append(((t @ t.t()).relu().sum(1) / 3).cpu())
+    assert_close(results[0], results[1], rtol=0, atol=0)
+    assert_close(results[0], ((x @ x.t()).relu().sum(1) / 3))
+
+
+def test_env_selects_mode():
+    out = run_python("import torch, torch_tpu\nprint(torch_tpu.get_eager_mode())", TORCH_TPU_EAGER_MODE="debug")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "debug"
+
+
+def test_debug_nan_check_names_op_shapes_and_line():
+    code = (
+        "import torch\n"
+        "x = torch.tensor([1.0, 0.0]).to('tpu')\n"
+        "y = x * 2\n"
+        "z = x / 0  # the offending line\n"
+        "print('not reached')\n"
+    )
+    out = run_python(code, TORCH_TPU_EAGER_MODE="debug", TORCH_TPU_CHECK_NAN="1")
+    assert out.returncode != 0 and "not reached" not in out.stdout
+    message = out.stderr
+    assert "RuntimeError" in message and "div" in message and "NaN or Inf" in message
+    assert "[2] float32" in message  # operand shape and dtype
+    assert "<string>:4" in message  # the user's source line
+
+
+def test_nan_check_is_quiet_without_nans_and_in_strict_mode():
+    code = (
+        "import torch\n"
+        "x = torch.tensor([1.0, 0.0]).to('tpu')\n"
+        "print((x + 1).cpu().tolist(), (x / 0).cpu().isnan().any().item())\n"
+    )
+    out = run_python(code, TORCH_TPU_EAGER_MODE="strict", TORCH_TPU_CHECK_NAN="1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[2.0, 1.0] True"
+
+
+def test_log_ops():
+    code = "import torch\nx = torch.ones(3, device='tpu')\nfor _ in range(2):\n    y = x + x\n"
+    out = run_python(code, TORCH_TPU_LOG_OPS="1", TORCH_TPU_CACHE_DIR="off")
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [l for l in out.stderr.splitlines() if l.startswith("[torch_tpu] add(")]
+    assert len(lines) == 2
+    assert "compiled" in lines[0] and "cache hit" in lines[1] and " us" in lines[1]
+    assert "[3] float32" in lines[0]
+
+
+# ------------------------------------------------------------ disk cache
+
+PROGRAM = (
+    "import torch, torch_tpu\n"
+    "x = torch.arange(12.0).reshape(3, 4).to('tpu')\n"
+    "y = ((x * 2 + 1) @ x.t()).sum(0)\n"
+    "print(y.cpu().tolist())\n"
+    "m = torch_tpu.metrics()\n"
+    "print(m['compiles'], m.get('disk_cache_hits', 0))\n"
+)
+EXPECTED = str((((torch.arange(12.0).reshape(3, 4) * 2 + 1) @ torch.arange(12.0).reshape(3, 4).t()).sum(0)).tolist())
+
+
+def run_cached(cache_dir):
+    out = run_python(PROGRAM, TORCH_TPU_CACHE_DIR=str(cache_dir))
+    assert out.returncode == 0, out.stderr[-3000:]
+    values, counts = out.stdout.strip().splitlines()
+    assert values == EXPECTED
+    compiles, disk_hits = map(int, counts.split())
+    return compiles, disk_hits, out.stderr
+
+
+def entries(cache_dir):
+    return sorted(glob.glob(os.path.join(cache_dir, "*.xla")))
+
+
+def test_disk_cache_warm_start(tmp_path):
+    compiles, hits, _ = run_cached(tmp_path)
+    assert compiles > 0 and hits == 0
+    assert len(entries(tmp_path)) == compiles
+    compiles2, hits2, _ = run_cached(tmp_path)
+    assert compiles2 == 0 and hits2 == compiles
+    assert not glob.glob(os.path.join(tmp_path, "*.tmp.*"))  # writes are atomic renames
+
+
+def test_disk_cache_truncated_entry_is_rebuilt(tmp_path):
+    compiles, _, _ = run_cached(tmp_path)
+    victim = entries(tmp_path)[0]
+    with open(victim, "r+b") as f:
+        f.truncate(os.path.getsize(victim) // 2)
+    compiles2, hits2, stderr = run_cached(tmp_path)
+    assert compiles2 == 1 and hits2 == compiles - 1
+    assert "truncated or corrupt" in stderr
+    assert run_cached(tmp_path)[:2] == (0, compiles)  # rewritten and valid again
+
+
+def test_disk_cache_garbage_entries_are_rebuilt(tmp_path):
+    compiles, _, _ = run_cached(tmp_path)
+    for path in entries(tmp_path):
+        with open(path, "wb") as f:
+            f.write(b"not a cache entry at all")
+    compiles2, hits2, stderr = run_cached(tmp_path)
+    assert compiles2 == compiles and hits2 == 0
+    assert "truncated or corrupt" in stderr
+
+
+def rewrite_entry(path, plugin=None, executable=None):
+    """Re-encodes a cache entry with another plugin identity or executable (valid checksum)."""
+    data = open(path, "rb").read()
+    magic_end = data.index(b"\n") + 1
+    pos, blocks = magic_end, []
+    for _ in range(3):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        blocks.append(data[pos + 8:pos + 8 + n])
+        pos += 8 + n
+    key, old_plugin, old_exe = blocks
+    plugin = old_plugin if plugin is None else plugin
+    executable = old_exe if executable is None else executable
+
+    def fnv(b):
+        h = 1469598103934665603
+        for c in b:
+            h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+        return h
+
+    out = data[:magic_end]
+    for block in (key, plugin, executable):
+        out += struct.pack("<Q", len(block)) + block
+    out += struct.pack("<Q", fnv(executable))
+    with open(path, "wb") as f:
+        f.write(out)
+
+
+def test_disk_cache_entry_from_another_plugin_is_rebuilt(tmp_path):
+    compiles, _, _ = run_cached(tmp_path)
+    rewrite_entry(entries(tmp_path)[0], plugin=b"some-other-plugin 9.9")
+    compiles2, hits2, stderr = run_cached(tmp_path)
+    assert compiles2 == 1 and hits2 == compiles - 1
+    assert "another plugin" in stderr
+
+
+def test_disk_cache_undeserializable_entry_is_rebuilt(tmp_path):
+    compiles, _, _ = run_cached(tmp_path)
+    rewrite_entry(entries(tmp_path)[0], executable=b"\x00" * 64)  # valid frame, bad executable
+    compiles2, hits2, stderr = run_cached(tmp_path)
+    assert compiles2 == 1 and hits2 == compiles - 1
+    assert "cannot be loaded" in stderr
+
+
+def test_cache_dir_api(tmp_path):
+    previous = torch_tpu.get_cache_dir()
+    try:
+        torch_tpu.set_cache_dir(tmp_path)
+        assert torch_tpu.get_cache_dir() == str(tmp_path)
+        torch_tpu.set_cache_dir(None)
+        assert torch_tpu.get_cache_dir() is None
+    finally:
+        torch_tpu.set_cache_dir(previous)

@@ -1,0 +1,77 @@
+"""Eager execution modes.
+
+- ``strict`` (default): every op is one program, launched asynchronously; the
+  host waits only when it reads data. CUDA-like.
+- ``debug``: every op waits for its result, so a device error (and, with
+  TORCH_TPU_CHECK_NAN=1, a NaN or Inf in any output) is raised at the op that
+  caused it, naming the op, its operand shapes and your Python source line.
+
+``fused`` (DeferAndFuse) is the next mode to land; asking for it raises.
+"""
+import contextlib
+import os
+import traceback
+
+from . import _C
+
+ENV = "TORCH_TPU_EAGER_MODE"
+MODES = ("strict", "debug")
+_PLANNED = ("fused", "defer_and_fuse")
+_LIBRARY_DIRS = None
+
+
+def _normalise(name):
+    name = str(name).strip().lower()
+    if name in _PLANNED:
+        raise NotImplementedError("torch_tpu: the fused (DeferAndFuse) eager mode is not implemented yet; "
+                                  "available modes: %s" % ", ".join(MODES))
+    if name not in MODES:
+        raise ValueError("torch_tpu: unknown eager mode %r; available modes: %s" % (name, ", ".join(MODES)))
+    return name
+
+
+def set_eager_mode(name):
+    """Switches the eager mode; work already launched is finished first."""
+    name = _normalise(name)
+    if _C._is_initialized():
+        _C._synchronize()
+    _C._set_eager_mode(name)
+
+
+def get_eager_mode():
+    return _C._get_eager_mode()
+
+
+@contextlib.contextmanager
+def eager_mode(name):
+    """Runs the block in eager mode `name`, then restores the previous mode."""
+    previous = get_eager_mode()
+    set_eager_mode(name)
+    try:
+        yield
+    finally:
+        set_eager_mode(previous)
+
+
+def _library_dirs():
+    global _LIBRARY_DIRS
+    if _LIBRARY_DIRS is None:
+        import torch
+
+        _LIBRARY_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, __import__("torch_tpu")))
+    return _LIBRARY_DIRS
+
+
+def _user_location():
+    """file:line (function) of the innermost frame outside torch and torch_tpu."""
+    for frame in reversed(traceback.extract_stack()[:-1]):
+        if not frame.filename.startswith(_library_dirs()):
+            return "%s:%d (%s)" % (frame.filename, frame.lineno, frame.name)
+    return "during the backward pass (autograd engine thread)"
+
+
+def _init_from_environment():
+    _C._set_location_provider(_user_location)
+    requested = os.environ.get(ENV, "").strip()
+    if requested:
+        set_eager_mode(requested)
