@@ -33,6 +33,10 @@ at::Tensor arith(const char* name, Binary op, const at::Tensor& self, const at::
     TORCH_CHECK(compute != c10::kBool,
                 "Subtraction, the `-` operator, with two bool tensors is not supported. "
                 "Use the `^` or `logical_xor()` operator instead.");
+  // ATen's alpha rules: no float alpha for integers, no bool alpha for non-bools.
+  TORCH_CHECK(!alpha.isBoolean() || compute == c10::kBool, "Boolean alpha only supported for Boolean results.");
+  TORCH_CHECK(c10::isFloatingType(compute) || alpha.isIntegral(true),
+              "For integral input tensors, argument alpha must not be a floating point number.");
   // alpha travels as a third (scalar) operand so that it is a runtime parameter.
   std::vector<at::Tensor> inputs{self, other};
   bool scaled = !scalar_is(alpha, 1);
