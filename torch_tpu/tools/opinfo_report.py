@@ -167,9 +167,21 @@ def tree_tensors(obj):
     return [t for t in out if isinstance(t, torch.Tensor)]
 
 
+def _device_to_tpu(obj):
+    """torch.device('cpu') (also inside containers) -> tpu, for factory ops' arguments."""
+    torch = _torch()
+    if isinstance(obj, torch.device):
+        return torch.device("tpu") if obj.type == "cpu" else obj
+    if isinstance(obj, (list, tuple)) and not isinstance(obj, torch.Size) and not hasattr(obj, "_fields"):
+        return type(obj)(_device_to_tpu(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: ("tpu" if k == "device" and v == "cpu" else _device_to_tpu(v)) for k, v in obj.items()}
+    return obj
+
+
 def to_tpu(obj):
-    """Detached tpu copies of the tensors in obj."""
-    return tree_map(lambda t: t.detach().to("tpu"), obj)
+    """Detached tpu copies of the tensors in obj; a cpu device argument becomes tpu."""
+    return _device_to_tpu(tree_map(lambda t: t.detach().to("tpu"), obj))
 
 
 def _to_cpu(obj):
@@ -337,6 +349,8 @@ def _grads(op, sample, device):
         return t.detach().to(device)
 
     inp, args, kwargs = (tree_map(move, x) for x in (sample.input, sample.args, sample.kwargs))
+    if device != "cpu":
+        args, kwargs = _device_to_tpu(args), _device_to_tpu(kwargs)
     new_leaves = [mapping[id(t)] for t in leaves]
     with (fallback_mode("allow") if device != "cpu" else contextlib.nullcontext()):
         out = op(inp, *args, **kwargs)
@@ -403,7 +417,6 @@ def check_op(op, dtype_names=("float32",), limit_samples=6, backward=True, on_re
     """Runs op for each dtype (those its OpInfo supports on CPU); returns
     {dtype: {"forward": record, "backward": record}}. on_result(dtype, entry) is called as
     each dtype completes."""
-    torch = _torch()
     supported = op.supported_dtypes("cpu")
     results = {}
     for name in dtype_names:
@@ -434,7 +447,6 @@ def check_op(op, dtype_names=("float32",), limit_samples=6, backward=True, on_re
         results[name] = entry
         if on_result is not None:
             on_result(name, entry)
-    del torch
     return results
 
 
