@@ -691,9 +691,10 @@ def summary_lines(tot):
 
 def _reason_key(message):
     """A failure message with its numbers and shapes blanked, to group like failures."""
-    text = re.sub(r"\[[^\]]*\]", "[..]", message or "")
+    text = (message or "").split("; ")[0]
+    text = re.sub(r"\[[^\]]*\]", "[..]", text)
     text = re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", text)
-    return text[:160]
+    return text[:120]
 
 
 def write_markdown(path, results, tot, meta, dtype_names):
@@ -731,12 +732,11 @@ def write_markdown(path, results, tot, meta, dtype_names):
                     groups.setdefault((rec["status"], _reason_key(rec.get("message"))), []).append(
                         (key, name, d, rec))
     lines += ["", "## Failures and errors, grouped by reason", ""]
-    for (status, _), items in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        rec = items[0][3]
-        lines.append("### %s (%d): %s" % (status, len(items), rec.get("message", "")))
+    for (status, reason), items in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        lines.append("### %s (%d): %s" % (status, len(items), reason))
         lines.append("")
         for key, name, d, r in items:
-            lines.append("- %s %s %s: %s" % (key, name, d, r.get("sample", "")))
+            lines.append("- %s %s %s: %s -- %s" % (key, name, d, r.get("message", ""), r.get("sample", "")))
         lines.append("")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
