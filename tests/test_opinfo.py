@@ -1,0 +1,160 @@
+"""A CI slice of the OpInfo consistency report (torch_tpu.tools.opinfo_report).
+
+One or two OpInfos from each op family, float32, forward and backward, through the same
+harness functions as the full report: each must classify as native -- a regression to
+the CPU fallback or a wrong result fails here. Plus unit tests of the classifier.
+"""
+import pytest
+import torch
+
+from torch_tpu.tools import opinfo_report as rep
+
+pytest.importorskip("expecttest")
+
+# op family -> OpInfo names (op_key), all free of randomness.
+SLICE = {
+    "elementwise unary": ["exp", "nn.functional.gelu"],
+    "elementwise binary": ["add", "mul", "where"],
+    "reduction": ["sum", "amax", "var", "cumsum"],
+    "matmul": ["mm", "addmm", "nn.functional.linear"],
+    "conv": ["nn.functional.conv1d", "nn.functional.conv2d"],
+    "pooling": ["nn.functional.max_pool2d", "nn.functional.avg_pool2d", "nn.functional.adaptive_avg_pool2d"],
+    "softmax/norm/loss": ["softmax", "log_softmax", "nn.functional.layer_norm", "nn.functional.batch_norm",
+                          "nn.functional.cross_entropy"],
+    "indexing/scatter": ["gather", "scatter_add", "index_select", "index_put", "nn.functional.embedding"],
+    "shape/cat": ["cat", "stack", "permute"],
+}
+SLICE_OPS = [name for names in SLICE.values() for name in names]
+LIMIT = 6           # as in the full report
+
+
+@pytest.fixture(scope="module")
+def ops():
+    return {rep.op_key(op): op for op in rep.find_ops(SLICE_OPS)}
+
+
+@pytest.mark.parametrize("name", SLICE_OPS)
+def test_slice_native(ops, name):
+    result = rep.check_op(ops[name], ("float32",), limit_samples=LIMIT, backward=True)["float32"]
+    fwd = result["forward"]
+    assert fwd["samples"] > 0, result
+    assert fwd["status"] == "native", fwd
+    if ops[name].supports_autograd:
+        bwd = result["backward"]
+        assert bwd["samples"] > 0, result
+        assert bwd["status"] == "native", bwd
+
+
+# ---- the classifier ---------------------------------------------------------------------
+
+def test_histc_classifies_as_fallback():
+    (op,) = rep.find_ops(["histc"])
+    rec = rep.check_op(op, ("float32",), limit_samples=2, backward=True)["float32"]
+    assert rec["forward"]["status"] == "fallback", rec
+    assert rec["forward"]["fallback_ops"] == ["aten::histc"]
+    assert "backward" not in rec          # histc is not differentiable
+
+
+class FakeOp:
+    """The part of an OpInfo the harness uses, around a plain function."""
+    name, variant_test_name, decorators = "fake", "", ()
+
+    def __init__(self, fn, supports_autograd=True):
+        self.fn, self.supports_autograd = fn, supports_autograd
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def supported_dtypes(self, device):
+        return {torch.float32, torch.int64}
+
+    def sample_inputs(self, device, dtype, requires_grad=False):
+        from torch.testing._internal.opinfo.core import SampleInput
+        for shape in ((3, 4), (5,)):
+            x = torch.linspace(-2, 2, int(torch.tensor(shape).prod())).reshape(shape).to(dtype)
+            yield SampleInput(x.requires_grad_(requires_grad and dtype.is_floating_point))
+
+
+def _status(fn, dtype="float32", **kwargs):
+    rec = rep.check_op(FakeOp(fn, **kwargs), (dtype,), limit_samples=6, backward=True)[dtype]
+    return rec["forward"], rec.get("backward")
+
+
+def test_classifies_native():
+    fwd, bwd = _status(lambda x: x * 2 + 1)
+    assert (fwd["status"], fwd["samples"], bwd["status"], bwd["samples"]) == ("native", 2, "native", 2)
+
+
+def test_classifies_wrong_result_as_fails():
+    fwd, bwd = _status(lambda x: x + (1e-3 if x.device.type == "tpu" else 0.0))
+    assert fwd["status"] == "fails" and "not close" in fwd["message"], fwd
+    assert bwd["status"] == "native"        # the gradient of x + c is right
+
+
+def test_classifies_wrong_gradient_as_fails():
+    def fn(x):
+        if x.device.type == "tpu":
+            return x * x.detach() * 2 - x.detach() * x      # same values, gradient x instead of 2x
+        return x * x
+    fwd, bwd = _status(fn)
+    assert fwd["status"] == "native" and bwd["status"] == "fails", (fwd, bwd)
+
+
+def test_classifies_tpu_exception_as_errors():
+    def fn(x):
+        if x.device.type == "tpu":
+            raise RuntimeError("boom on tpu\nsecond line")
+        return x.sin()
+    fwd, bwd = _status(fn)
+    assert fwd["status"] == "errors" and fwd["message"] == "RuntimeError: boom on tpu", fwd
+    assert bwd["status"] == "errors"
+
+
+def test_cpu_failure_is_skipped_not_counted():
+    def fn(x):
+        if x.dim() == 1:
+            raise RuntimeError("CPU rejects this sample too")
+        return x.cos()
+    fwd, _ = _status(fn)
+    assert (fwd["status"], fwd["samples"]) == ("native", 1)
+
+    def cpu_rejects_all(x):
+        raise ValueError("no sample runs on CPU")
+    fwd, bwd = _status(cpu_rejects_all)
+    assert fwd == {"status": "skipped", "samples": 0} and bwd["status"] == "skipped"
+
+
+def test_fallback_then_wrong_is_fails():
+    # Needs the fallback (histc) and then gives a wrong answer: fails, with the fallback op.
+    def fn(x):
+        h = torch.histc(x, bins=4, min=-2, max=2)
+        return h + (1 if x.device.type == "tpu" else 0)
+    fwd, _ = _status(fn, supports_autograd=False)
+    assert fwd["status"] == "fails" and fwd["fallback_ops"] == ["aten::histc"], fwd
+
+
+def test_backward_fallback_is_classified_separately():
+    # cummax's forward falls back; its backward (scatter_add) is native.
+    fwd, bwd = _status(lambda x: torch.cummax(x, 0).values)
+    assert fwd["status"] == "fallback" and bwd["status"] == "native", (fwd, bwd)
+
+
+def test_totals_and_last_line():
+    results = {
+        "a": {"float32": {"forward": {"status": "native"}, "backward": {"status": "fallback"}}},
+        "b": {"float32": {"forward": {"status": "fallback"}, "backward": {"status": "native"}}},
+        "c": {"float32": {"forward": {"status": "fails"}}},
+        "d": {"float32": {"forward": {"status": "skipped"}}},
+        "e": {"int64": {"forward": {"status": "native"}}},
+    }
+    tot = rep.totals(results)
+    assert tot["forward"]["ops"] == 3 and tot["forward"]["native"] == 1
+    assert tot["forward"]["correct_with_fallback"] == 2
+    assert tot["backward"]["ops"] == 2 and tot["backward"]["native"] == 1
+    assert rep.summary_lines(tot)[-1] == "native: 1/3 ops (33.3%)"
+
+
+def test_worker_timeout_is_recorded():
+    out = rep.run_ops(["abs"], ("float32",), limit_samples=1, jobs=1, op_timeout=0.001)
+    rec = out["abs"]["float32"]
+    assert rec["forward"]["status"] == "errors" and "timeout" in rec["forward"]["message"], rec

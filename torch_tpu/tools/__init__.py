@@ -1,0 +1,1 @@
+"""Developer tools (run with `python -m torch_tpu.tools.<name>`)."""
