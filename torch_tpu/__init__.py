@@ -3,6 +3,8 @@
 `import torch` loads this package through the `torch.backends` entry point, so
 `torch.device("tpu")` works with no import of torch_tpu.
 """
+import atexit
+
 import torch
 
 from . import _plugin
@@ -29,6 +31,25 @@ __all__ = ["metrics", "metrics_report", "reset_metrics", "sync", "plugin_info", 
 
 set_cache_dir = _cache.set_cache_dir
 get_cache_dir = _cache.get_cache_dir
+
+
+def _drain_autograd_device_thread():
+    """Works around a shutdown race in torch's autograd engine: its tpu device
+    thread releases a finished graph task (and the Python tensors it holds)
+    just after the caller has been told the task is done; if the interpreter
+    is finalising by then, taking the GIL aborts the process. A last tiny
+    backward pass on tpu makes that thread finish the earlier release first,
+    and this pass itself hands no tensor to Python."""
+    if not _C._is_initialized():
+        return
+    try:
+        leaf = torch.zeros((), device="tpu", requires_grad=True)
+        (leaf * 1.0).backward()
+    except Exception:  # never turn interpreter exit into an error
+        pass
+
+
+atexit.register(_drain_autograd_device_thread)
 
 
 def sync():
