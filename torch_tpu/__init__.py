@@ -4,6 +4,7 @@
 `torch.device("tpu")` works with no import of torch_tpu.
 """
 import atexit
+import time
 
 import torch
 
@@ -36,17 +37,14 @@ get_cache_dir = _cache.get_cache_dir
 def _drain_autograd_device_thread():
     """Works around a shutdown race in torch's autograd engine: its tpu device
     thread releases a finished graph task (and the Python tensors it holds)
-    just after the caller has been told the task is done; if the interpreter
-    is finalising by then, taking the GIL aborts the process. A last tiny
-    backward pass on tpu makes that thread finish the earlier release first,
-    and this pass itself hands no tensor to Python."""
+    just after the caller has been told the task is done, and needs the GIL
+    for that. If the interpreter is finalising by then, that thread's wait for
+    the GIL aborts the process. Giving up the GIL for a moment at exit lets it
+    finish first."""
     if not _C._is_initialized():
         return
-    try:
-        leaf = torch.zeros((), device="tpu", requires_grad=True)
-        (leaf * 1.0).backward()
-    except Exception:  # never turn interpreter exit into an error
-        pass
+    for _ in range(10):
+        time.sleep(0.005)  # each sleep hands the GIL to a waiting thread
 
 
 atexit.register(_drain_autograd_device_thread)

@@ -53,7 +53,9 @@ PYBIND11_MODULE(_C, m) {
   // by the Python bindings when the op returns).
   engine::set_warning_handler([](const std::string& message) { TORCH_WARN("torch_tpu: ", message); });
   m.def("_set_location_provider", [](py::object provider) {
-    auto holder = std::make_shared<py::object>(std::move(provider));
+    // Leaked on purpose: the engine's hook outlives the interpreter, and a
+    // py::object must not be released after Python has finalised.
+    auto* holder = new py::object(std::move(provider));
     engine::set_location_provider([holder]() -> std::string {
       if (!Py_IsInitialized()) return {};
       py::gil_scoped_acquire gil;
