@@ -90,9 +90,7 @@ void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
                 ") to tpu failed: ", e.what());
   }
   StorageValue* value = storage_value(dst.storage());
-  bool whole = dst.storage_offset() == 0 && dst.is_contiguous() &&
-               static_cast<size_t>(dst.numel()) * dst.element_size() == dst.storage().nbytes();
-  if (whole) {  // the upload is the new storage value: no program needed
+  if (covers_whole_storage(dst)) {  // the upload is the new storage value: no program needed
     value->buffer = std::move(buffer);
     value->dtype = dtype;
     return;

@@ -81,11 +81,6 @@ std::string shape_string(at::IntArrayRef sizes) {
   return s + "]";
 }
 
-bool covers_whole_storage(const at::Tensor& t) {
-  return t.storage_offset() == 0 && t.is_contiguous() &&
-         static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
-}
-
 bool env_flag(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
@@ -140,6 +135,11 @@ void Program::check_outputs(const std::vector<engine::BufferRef>& outputs) const
 void Program::log_launch(const engine::LaunchInfo& info) const {
   const char* how = info.compiled ? "compiled" : info.from_disk ? "disk-cache hit" : "cache hit";
   std::fprintf(stderr, "[torch_tpu] %s(%s) %s, %.1f us\n", op_name_, operands_.c_str(), how, info.seconds * 1e6);
+}
+
+bool covers_whole_storage(const at::Tensor& t) {
+  return t.storage_offset() == 0 && t.is_contiguous() &&
+         static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
 }
 
 int device_of(std::initializer_list<const at::Tensor*> tensors) {

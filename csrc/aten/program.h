@@ -69,6 +69,10 @@ class Program {
 // TORCH_TPU_LOG_OPS=1: each launch is logged to stderr (op, operands, cache, time).
 bool log_ops_enabled();
 
+// Whether `t` is its whole storage, contiguous from offset 0: writing it needs
+// no old storage content.
+bool covers_whole_storage(const at::Tensor& t);
+
 // Device of a tpu tensor operand set (the first tpu tensor's device).
 int device_of(std::initializer_list<const at::Tensor*> tensors);
 

@@ -106,12 +106,19 @@ Value expand_reduced(ir::Graph& g, Value reduced, const ir::Shape& shape, const 
   return ir::broadcast_in_dim(g, r, shape, map);
 }
 
-Value sum(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, DType accumulate, DType result) {
+// x folded over `dims` with `combiner` from `init` (booleans use `pred_combiner`),
+// accumulated in `accumulate`, returned in `result`.
+static Value fold(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, DType accumulate, DType result, double init,
+           ir::Combiner combiner, ir::Combiner pred_combiner) {
   ir::Shape shape = g.type(x).shape;
   Value acc = ir::convert(g, x, accumulate);
-  Value r = ir::reduce(g, acc, ir::constant(g, accumulate, 0), dims,
-                       accumulate == DType::Pred ? ir::Combiner::Or : ir::Combiner::Add);
+  Value r = ir::reduce(g, acc, ir::constant(g, accumulate, init), dims,
+                       accumulate == DType::Pred ? pred_combiner : combiner);
   return ir::convert(g, finish(g, r, shape, dims, keepdim), result);
+}
+
+Value sum(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, DType accumulate, DType result) {
+  return fold(g, x, dims, keepdim, accumulate, result, 0, ir::Combiner::Add, ir::Combiner::Or);
 }
 
 Value mean(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, DType accumulate, DType result) {
@@ -123,11 +130,7 @@ Value mean(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, DType accu
 }
 
 Value prod(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, DType accumulate, DType result) {
-  ir::Shape shape = g.type(x).shape;
-  Value acc = ir::convert(g, x, accumulate);
-  Value r = ir::reduce(g, acc, ir::constant(g, accumulate, 1), dims,
-                       accumulate == DType::Pred ? ir::Combiner::And : ir::Combiner::Mul);
-  return ir::convert(g, finish(g, r, shape, dims, keepdim), result);
+  return fold(g, x, dims, keepdim, accumulate, result, 1, ir::Combiner::Mul, ir::Combiner::And);
 }
 
 namespace {
