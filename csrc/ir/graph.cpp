@@ -77,6 +77,25 @@ Value Graph::add(const char* op, std::vector<Value> operands, Type type,
   return Value{static_cast<int>(nodes_.size()) - 1};
 }
 
+std::vector<Value> Graph::append(const Graph& other, const std::vector<Value>& arguments) {
+  if (arguments.size() != other.num_parameters_) throw std::logic_error("ir: append needs one value per parameter");
+  std::vector<Value> mapped;
+  mapped.reserve(other.nodes_.size());
+  size_t next_argument = 0;
+  for (const Node& n : other.nodes_) {
+    if (n.op == nullptr) {
+      mapped.push_back(arguments[next_argument++]);
+      continue;
+    }
+    Node copy{n.op, {}, n.type, n.attrs, n.combiner};
+    copy.operands.reserve(n.operands.size());
+    for (int o : n.operands) copy.operands.push_back(mapped[o].id);
+    nodes_.push_back(std::move(copy));
+    mapped.push_back(Value{static_cast<int>(nodes_.size()) - 1});
+  }
+  return mapped;
+}
+
 std::string Graph::key() const {
   std::string k;
   k.reserve(nodes_.size() * 48);
@@ -106,6 +125,12 @@ std::string Graph::key() const {
     k += std::to_string(o);
     k += ',';
   }
+  for (auto [parameter, output] : aliases_) {
+    k += '@';
+    k += std::to_string(parameter);
+    k += '>';
+    k += std::to_string(output);
+  }
   return k;
 }
 
@@ -121,6 +146,10 @@ const char* combiner_op(Combiner c) {
     case Combiner::Or: return "stablehlo.or";
     default: return nullptr;
   }
+}
+
+const char* comparison_direction(Combiner c) {
+  return c == Combiner::LessThan ? "LT" : c == Combiner::GreaterThan ? "GT" : nullptr;
 }
 
 std::string name_of(const std::deque<Node>& nodes, int id, const std::vector<int>& param_index) {
@@ -140,6 +169,8 @@ std::string Graph::to_mlir() const {
     param_index[i] = p;
     if (p > 0) out += ", ";
     out += "%arg" + std::to_string(p) + ": " + nodes_[i].type.mlir();
+    for (auto [parameter, output] : aliases_)
+      if (parameter == p) out += " {tf.aliasing_output = " + std::to_string(output) + " : i32}";
     ++p;
   }
   out += ") -> (";
@@ -163,6 +194,11 @@ std::string Graph::to_mlir() const {
       out += " ({\n    ^bb0(%lhs: " + scalar + ", %rhs: " + scalar + "):\n";
       if (n.combiner == Combiner::Replace) {
         out += "      \"stablehlo.return\"(%rhs) : (" + scalar + ") -> ()\n";
+      } else if (const char* direction = comparison_direction(n.combiner)) {
+        out += std::string("      %r = \"stablehlo.compare\"(%lhs, %rhs) {comparison_direction = "
+                           "#stablehlo<comparison_direction ") + direction + ">} : (" + scalar + ", " + scalar +
+               ") -> tensor<i1>\n";
+        out += "      \"stablehlo.return\"(%r) : (tensor<i1>) -> ()\n";
       } else {
         out += std::string("      %r = \"") + combiner_op(n.combiner) + "\"(%lhs, %rhs) : (" + scalar +
                ", " + scalar + ") -> " + scalar + "\n";

@@ -34,8 +34,9 @@ struct Value {
   bool valid() const { return id >= 0; }
 };
 
-// The body of a reduce/scatter region: how two scalars combine.
-enum class Combiner : uint8_t { None, Add, Mul, Max, Min, And, Or, Replace };
+// The body of a reduce/scatter region: how two scalars combine; LessThan and
+// GreaterThan are sort comparators (the region returns lhs < rhs / lhs > rhs).
+enum class Combiner : uint8_t { None, Add, Mul, Max, Min, And, Or, Replace, LessThan, GreaterThan };
 
 struct Node {
   const char* op;  // "stablehlo.add"; nullptr for a parameter
@@ -51,6 +52,13 @@ class Graph {
   Value add(const char* op, std::vector<Value> operands, Type type,
             std::string attrs = {}, Combiner combiner = Combiner::None);
   void add_output(Value v) { outputs_.push_back(v.id); }
+  // Appends every node of `other`; its k-th parameter becomes `arguments[k]`
+  // of this graph. Returns the new value of each node of `other` (by id).
+  std::vector<Value> append(const Graph& other, const std::vector<Value>& arguments);
+  // Input/output aliasing: the buffer of parameter `parameter` (by position)
+  // is donated to output `output`, which must have the parameter's type.
+  void alias_output(int parameter, int output) { aliases_.push_back({parameter, output}); }
+  const std::vector<std::pair<int, int>>& aliases() const { return aliases_; }
 
   const Type& type(Value v) const { return nodes_[v.id].type; }
   size_t num_parameters() const { return num_parameters_; }
@@ -67,6 +75,7 @@ class Graph {
   // A deque: references returned by type() stay valid while nodes are added.
   std::deque<Node> nodes_;
   std::vector<int> outputs_;
+  std::vector<std::pair<int, int>> aliases_;  // (parameter position, output index)
   size_t num_parameters_ = 0;
 };
 

@@ -241,6 +241,11 @@ Value reduce(Graph& g, Value x, Value init, const Dims& dims, Combiner combiner)
   return g.add("stablehlo.reduce", {x, init}, Type{t.dtype, shape}, "dimensions = " + i64_array(dims), combiner);
 }
 
+Value sort(Graph& g, Value x, int64_t dimension, Combiner comparator) {
+  return g.add("stablehlo.sort", {x}, g.type(x),
+               "dimension = " + std::to_string(dimension) + " : i64, is_stable = true", comparator);
+}
+
 Value dot_general(Graph& g, Value a, Value b, const Dims& batch_a, const Dims& batch_b,
                   const Dims& contract_a, const Dims& contract_b, DType result_dtype) {
   const Type& ta = g.type(a);

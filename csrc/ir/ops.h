@@ -41,6 +41,10 @@ Value select(Graph& g, Value pred, Value on_true, Value on_false);
 
 // Reductions, contractions and indexing.
 Value reduce(Graph& g, Value x, Value init, const Dims& dims, Combiner combiner);
+// Sorts `x` along `dimension` (stable) with comparator LessThan or GreaterThan.
+// One operand only: sort keys and indices together by packing them into one
+// integer when both are needed.
+Value sort(Graph& g, Value x, int64_t dimension, Combiner comparator);
 Value dot_general(Graph& g, Value a, Value b, const Dims& batch_a, const Dims& batch_b,
                   const Dims& contract_a, const Dims& contract_b, DType result_dtype);
 // out[i...] = x[indices[i...]] for a rank-1 x and an integer index tensor.
