@@ -1,10 +1,14 @@
-# The two commands: `make demo` and `make test`. Each sets up .venv on first
-# use (idempotently), builds the C++ core incrementally, then runs.
+# The two commands: `make demo` and `make test`; `make bench` runs the modes
+# benchmark. Each sets up .venv on first use (idempotently), builds the C++
+# core incrementally, then runs.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
+BENCH_STAMP := $(VENV)/.bench-requirements-installed
+# e.g. make bench BENCH_ARGS='--workloads mlp gpt-tiny --modes cpu strict --steps 10'
+BENCH_ARGS ?=
 
-.PHONY: demo test build clean
+.PHONY: demo test bench build clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,6 +24,14 @@ demo: build
 
 test: build
 	$(PY) -m pytest -q tests
+
+$(BENCH_STAMP): bench/requirements.txt $(STAMP)
+	$(PY) -m pip install -q -r bench/requirements.txt
+	touch $(BENCH_STAMP)
+
+# Training-step benchmark across modes: bench/results/modes.json, modes.png, a table on stdout.
+bench: build $(BENCH_STAMP)
+	$(PY) bench/modes.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build torch_tpu/*.so *.egg-info

@@ -1,0 +1,532 @@
+"""Training-step benchmark across execution modes: native CPU eager, tpu strict,
+tpu fused (DeferAndFuse) and, when asked for, torch.compile(backend="tpu") and
+native CUDA eager.
+
+    python bench/modes.py [--workloads mlp gpt-tiny gpt-small]
+                          [--modes cpu strict fused [compiled] [cuda]]
+                          [--steps N] [--plugin cpu|cuda|tpu|/path/plugin.so]
+                          [--out bench/results/modes.json] [--chart bench/results/modes.png]
+
+Every (workload, mode) runs in fresh subprocesses so that caches and memory peaks
+are independent: a first one with an empty, private disk compilation cache
+(TORCH_TPU_CACHE_DIR in a new temp dir) measures the cold first step and the
+steady state; a second one reusing that directory measures the warm first step.
+A mode that the backend does not offer yet (fused raises NotImplementedError
+today) is recorded as "unavailable" with its message, a mode that fails as
+"error" with its message; no figure is ever made up for either.
+
+Timing: a step is host-to-device copy of the batch, zero_grad, forward, backward,
+optimizer step and `loss.item()` (reading the loss each step, as a training loop
+that logs it does). The steady step time is the median over --steps timed steps
+after the first step and WARMUP_STEPS more.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = ("mlp", "gpt-tiny", "gpt-small")
+TPU_MODES = ("strict", "fused", "compiled")
+ALL_MODES = ("cpu", "strict", "fused", "compiled", "cuda")
+DEFAULT_MODES = ("cpu", "strict", "fused")
+# Timed steps per workload when --steps is not given: gpt-small takes ~0.5-3 s a
+# step on this 2-core machine, so it gets fewer to keep a default run near 4 minutes.
+DEFAULT_STEPS = {"mlp": 100, "gpt-tiny": 50, "gpt-small": 20}
+WARMUP_STEPS = 2
+MLP_BATCH = 128
+CHILD_TIMEOUT_S = 900
+
+
+# --------------------------------------------------------------------------- workloads
+# Built on the host with a fixed seed, then moved, so every mode starts from the
+# same weights and sees the same batches: final losses are directly comparable.
+
+def _reference_workloads():
+    """torch_tpu.testing; where the backend itself cannot load (a CUDA machine
+    without a torch_tpu build), the file alone, so the cpu and cuda modes still run."""
+    try:
+        from torch_tpu import testing
+        return testing
+    except ImportError:
+        import importlib.util
+
+        path = os.path.join(os.path.dirname(HERE), "torch_tpu", "testing.py")
+        spec = importlib.util.spec_from_file_location("torch_tpu_testing", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+
+def _make_workload(name, device):
+    import torch
+    ref = _reference_workloads()
+
+    torch.manual_seed(0)
+    if name == "mlp":
+        d_in, d_out = 64, 10
+        model = ref.mlp(d_in=d_in, d_out=d_out)
+        g = torch.Generator().manual_seed(0)
+        teacher = torch.randn(d_in, d_out, generator=g)
+        batches = []
+        for _ in range(4):
+            x = torch.randn(MLP_BATCH, d_in, generator=g)
+            batches.append((x, (x @ teacher).argmax(1)))
+        loss_fn = torch.nn.functional.cross_entropy
+        model = model.to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        info = {"model": "torch_tpu.testing.mlp(d_in=64, hidden=256, d_out=10)", "optimizer": "SGD(lr=0.1)",
+                "batch": MLP_BATCH, "loss": "cross_entropy"}
+
+        def forward(x, y):
+            return loss_fn(model(x), y)
+        tokens = None
+    else:
+        cfg = ref.GPT_TINY if name == "gpt-tiny" else ref.GPT_SMALL
+        model = ref.GPT(cfg).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        batches = [ref.gpt_batch(cfg, seed) for seed in range(4)]
+        info = {"model": "torch_tpu.testing.GPT(%s)" % ("GPT_TINY" if name == "gpt-tiny" else "GPT_SMALL"),
+                "config": dict(vars(cfg)), "optimizer": "AdamW(lr=3e-3)", "loss": "cross_entropy"}
+
+        def forward(x, y):
+            return model(x, y)[1]
+        tokens = cfg.batch * cfg.seq
+    info["parameters"] = sum(p.numel() for p in model.parameters())
+    info["tokens_per_step"] = tokens
+    return model, opt, forward, batches, info
+
+
+def _child(args):
+    """Runs one (workload, mode) in this process and writes a JSON record."""
+    record = {"workload": args.workload, "mode": args.mode, "phase": args.phase}
+
+    def finish(status, error=None):
+        record["status"] = status
+        if error is not None:
+            record["error"] = error
+        with open(args.child_out, "w") as f:
+            json.dump(record, f)
+
+    t0 = time.perf_counter()
+    import torch
+    try:
+        import torch_tpu
+    except ImportError as e:
+        if args.mode not in ("cpu", "cuda"):
+            return finish("error", "torch_tpu does not import: %s" % e)
+        torch_tpu = None
+    record["import_s"] = time.perf_counter() - t0
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    record["torch_threads"] = torch.get_num_threads()
+
+    mode = args.mode
+    if mode == "cpu":
+        device = "cpu"
+    elif mode == "cuda":
+        if not torch.cuda.is_available():
+            return finish("unavailable", "torch.cuda.is_available() is False (torch %s)" % torch.__version__)
+        device = "cuda"
+    else:
+        device = "tpu"
+        try:
+            record["plugin"] = torch_tpu.plugin_info()
+            torch_tpu.set_eager_mode("strict" if mode == "compiled" else mode)
+            record["eager_mode"] = torch_tpu.get_eager_mode()
+        except (NotImplementedError, ValueError) as e:  # a mode this build does not offer
+            return finish("unavailable", "%s: %s" % (type(e).__name__, e))
+        except Exception as e:  # noqa: BLE001 - recorded, never hidden
+            return finish("error", "%s: %s" % (type(e).__name__, e))
+    on_tpu = device == "tpu"
+
+    def sync():
+        if on_tpu:
+            torch.tpu.synchronize()
+        elif device == "cuda":
+            torch.cuda.synchronize()
+
+    def metrics():
+        return torch_tpu.metrics() if on_tpu else None
+
+    try:
+        model, opt, forward, batches, info = _make_workload(args.workload, device)
+        record["workload_info"] = info
+
+        def train_step(x, y):
+            opt.zero_grad(set_to_none=True)
+            loss = forward(x, y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        if mode == "compiled":
+            train_step = torch.compile(train_step, backend="tpu")
+
+        step_index = [0]
+
+        def step():
+            x, y = batches[step_index[0] % len(batches)]
+            step_index[0] += 1
+            x, y = x.to(device), y.to(device)
+            return train_step(x, y).item()
+
+        sync()
+        m0 = metrics()
+        t = time.perf_counter()
+        first_loss = step()
+        sync()
+        record["first_step_s"] = time.perf_counter() - t
+        record["first_loss"] = first_loss
+        if on_tpu:
+            m1 = metrics()
+            record["first_step"] = {k: m1[k] - m0[k] for k in (
+                "compiles", "compile_seconds", "disk_cache_hits", "disk_load_seconds", "executions", "fallbacks")}
+            record["cache_dir"] = torch_tpu.get_cache_dir()
+        if args.phase == "first":
+            return finish("ok")
+
+        for _ in range(WARMUP_STEPS):
+            step()
+        sync()
+        if on_tpu:
+            torch.tpu.reset_peak_memory_stats()
+            record["memory_allocated_before_steps"] = torch.tpu.memory_allocated()
+        elif device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+            record["memory_allocated_before_steps"] = torch.cuda.memory_allocated()
+        m0 = metrics()
+        times, losses = [], []
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            t = time.perf_counter()
+            losses.append(step())
+            times.append(time.perf_counter() - t)
+        sync()
+        total = time.perf_counter() - start
+        n = args.steps
+        record["steps"] = n
+        record["step_times_s"] = times
+        record["step_median_s"] = statistics.median(times)
+        record["step_mean_s"] = total / n  # includes the final synchronize
+        record["step_min_s"] = min(times)
+        record["final_loss"] = losses[-1]
+        if info["tokens_per_step"]:
+            record["tokens_per_s"] = info["tokens_per_step"] / record["step_median_s"]
+        if on_tpu:
+            record["peak_memory_bytes"] = torch.tpu.max_memory_allocated()
+            m1 = metrics()
+            d = {k: m1[k] - m0[k] for k in ("compiles", "executions", "fallbacks", "host_to_device_transfers",
+                                            "device_to_host_transfers", "execute_seconds")}
+            record["steady"] = {
+                "programs_compiled": d["compiles"],
+                "executions_per_step": d["executions"] / n,
+                "fallbacks": d["fallbacks"],
+                "host_to_device_transfers_per_step": d["host_to_device_transfers"] / n,
+                "device_to_host_transfers_per_step": d["device_to_host_transfers"] / n,
+            }
+            record["fallbacks_total"] = m1["fallbacks"]
+            record["fallback_ops"] = m1["fallback_ops"]
+            record["compiled_programs_total"] = m1["compiled_programs"]
+        elif device == "cuda":
+            record["peak_memory_bytes"] = torch.cuda.max_memory_allocated()
+        else:
+            record["peak_memory_bytes"] = None
+        return finish("ok")
+    except NotImplementedError as e:
+        return finish("unavailable", "%s: %s" % (type(e).__name__, e))
+    except Exception as e:  # noqa: BLE001 - recorded, never hidden
+        return finish("error", "%s: %s" % (type(e).__name__, str(e)[:2000]))
+
+
+# --------------------------------------------------------------------------- parent
+
+def _run_child(workload, mode, phase, steps, cache_dir, plugin, threads):
+    env = dict(os.environ)
+    env.pop("TORCH_TPU_EAGER_MODE", None)  # the child sets its mode itself
+    env["TORCH_TPU_CACHE_DIR"] = cache_dir
+    if plugin:
+        env["TORCH_TPU_PLUGIN"] = plugin
+    fd, out = tempfile.mkstemp(prefix="modes-", suffix=".json")
+    os.close(fd)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--workload", workload, "--mode", mode,
+           "--phase", phase, "--steps", str(steps), "--child-out", out] + (
+               ["--threads", str(threads)] if threads else [])
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+        rc, stderr = proc.returncode, proc.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, stderr = None, "timed out after %d s\n%s" % (CHILD_TIMEOUT_S, (e.stderr or b"")[-2000:])
+    wall = time.perf_counter() - start
+    try:
+        with open(out) as f:
+            text = f.read()
+        record = json.loads(text) if text else None
+    except (OSError, ValueError):
+        record = None
+    finally:
+        os.unlink(out)
+    if record is None:
+        tail = stderr.strip().splitlines()[-15:] if stderr else []
+        record = {"workload": workload, "mode": mode, "phase": phase, "status": "error",
+                  "error": "subprocess exited with %s and wrote no result: %s" % (rc, "\n".join(tail))}
+    elif rc not in (0, None) and record.get("status") == "ok":
+        record["exit_code"] = rc  # e.g. a crash at interpreter exit, after the result was written
+    record["subprocess_wall_s"] = wall
+    return record
+
+
+def _bench_one(workload, mode, steps, plugin, threads):
+    cache_dir = tempfile.mkdtemp(prefix="torch_tpu_bench_cache_")
+    try:
+        cold = _run_child(workload, mode, "full", steps, cache_dir, plugin, threads)
+        result = {k: v for k, v in cold.items() if k != "phase"}
+        if mode in TPU_MODES:
+            result["first_step_cold_s"] = cold.get("first_step_s")
+            result["first_step_cold"] = result.pop("first_step", None)
+            if cold["status"] == "ok":
+                warm = _run_child(workload, mode, "first", steps, cache_dir, plugin, threads)
+                if warm["status"] == "ok":
+                    result["first_step_warm_s"] = warm["first_step_s"]
+                    result["first_step_warm"] = warm.get("first_step")
+                    result["warm_first_loss"] = warm.get("first_loss")
+                else:
+                    result["warm_error"] = warm.get("error")
+                result["subprocess_wall_s"] += warm["subprocess_wall_s"]
+            result.pop("first_step_s", None)
+        return result
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def _add_ratios(results):
+    ratios = {}
+    for workload, modes in results.items():
+        r = {}
+        ok = {m: v for m, v in modes.items() if v.get("status") == "ok"}
+        strict, fused, cpu = ok.get("strict"), ok.get("fused"), ok.get("cpu")
+        # throughput ratio = inverse ratio of step times; > 1 means fused is faster
+        r["fused_over_strict_throughput"] = _ratio(strict and strict.get("step_median_s"),
+                                                   fused and fused.get("step_median_s"))
+        r["fused_over_strict_peak_memory"] = _ratio(fused and fused.get("peak_memory_bytes"),
+                                                    strict and strict.get("peak_memory_bytes"))
+        for mode, v in ok.items():
+            if mode != "cpu":
+                r["%s_over_cpu_throughput" % mode] = _ratio(cpu and cpu.get("step_median_s"), v.get("step_median_s"))
+            if v.get("first_step_cold_s") is not None:
+                r["%s_warm_over_cold_first_step" % mode] = _ratio(v.get("first_step_warm_s"),
+                                                                  v["first_step_cold_s"])
+            if cpu and mode != "cpu" and v.get("final_loss") is not None:
+                ref = cpu["final_loss"]
+                r["%s_final_loss_rel_diff_vs_cpu" % mode] = abs(v["final_loss"] - ref) / max(abs(ref), 1e-12)
+        ratios[workload] = r
+    return ratios
+
+
+def _machine_info(plugin):
+    cpu_model = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu_model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        pass
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(next(line.split()[1] for line in f if line.startswith("MemTotal"))) * 1024
+    except (OSError, StopIteration, ValueError):
+        pass
+    commit = None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
+                                text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    import torch
+    return {
+        "hostname": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
+        "cpu": cpu_model, "cpu_count": os.cpu_count(), "memory_bytes": mem, "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(), "plugin_requested": plugin or os.environ.get("TORCH_TPU_PLUGIN"),
+        "git_commit": commit,
+    }
+
+
+def _fmt(v, scale=1.0, spec="%.1f"):
+    return "—" if v is None else spec % (v * scale)
+
+
+def _markdown(results):
+    lines = ["| workload | mode | first step cold / warm (s) | steady step (ms) | tokens/s | peak mem (MiB) "
+             "| compiles first / steady | execs/step | fallbacks | final loss |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for workload, modes in results.items():
+        for mode, v in modes.items():
+            if v.get("status") != "ok":
+                msg = (v.get("error") or "").splitlines()[0][:90] if v.get("error") else ""
+                lines.append("| %s | %s | %s: %s |  |  |  |  |  |  |  |" % (workload, mode, v.get("status"), msg))
+                continue
+            if mode in TPU_MODES:
+                first = "%s / %s" % (_fmt(v.get("first_step_cold_s"), spec="%.2f"),
+                                     _fmt(v.get("first_step_warm_s"), spec="%.2f"))
+                steady = v.get("steady", {})
+                compiles = "%s / %s" % ((v.get("first_step_cold") or {}).get("compiles", "—"),
+                                        steady.get("programs_compiled", "—"))
+                execs = _fmt(steady.get("executions_per_step"), spec="%.0f")
+                fallbacks = str(v.get("fallbacks_total", "—"))
+            else:
+                first = _fmt(v.get("first_step_s"), spec="%.2f")
+                compiles, execs, fallbacks = "—", "—", "—"
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                workload, mode, first, _fmt(v.get("step_median_s"), 1e3), _fmt(v.get("tokens_per_s"), spec="%.0f"),
+                _fmt(v.get("peak_memory_bytes"), 1 / 2**20), compiles, execs, fallbacks,
+                _fmt(v.get("final_loss"), spec="%.4f")))
+    return "\n".join(lines)
+
+
+def _chart(report, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = report["results"]
+    workloads = list(results)
+    modes = report["modes"]
+    colours = {"cpu": "#888888", "strict": "#1f77b4", "fused": "#2ca02c", "compiled": "#d62728", "cuda": "#9467bd"}
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(12, 4.8))
+    width = 0.8 / max(len(modes), 1)
+    labelled = set()
+    for panel, key, scale, label in ((ax_t, "step_median_s", 1e3, "steady step time (ms, log scale)"),
+                                     (ax_m, "peak_memory_bytes", 1 / 2**20, "peak device memory (MiB, log scale)")):
+        for j, mode in enumerate(modes):
+            for i, workload in enumerate(workloads):
+                v = results[workload].get(mode, {})
+                x = i + (j - (len(modes) - 1) / 2) * width
+                value = v.get(key) if v.get("status") == "ok" else None
+                if value is None:
+                    note = "%s: %s" % (mode, v.get("status", "") if v.get("status") != "ok" else "n/a")
+                    panel.text(x, 0.02, note, rotation=90, ha="center", va="bottom", fontsize=7,
+                               transform=panel.get_xaxis_transform(), color=colours.get(mode, "k"))
+                    continue
+                panel.bar(x, value * scale, width, color=colours.get(mode, None),
+                          label=None if (panel, mode) in labelled else mode)
+                labelled.add((panel, mode))
+                panel.text(x, value * scale, ("%.3g" % (value * scale)), ha="center", va="bottom", fontsize=7)
+        panel.set_xlim(-0.5, len(workloads) - 0.5)
+        panel.set_yscale("log")
+        panel.set_xticks(range(len(workloads)))
+        panel.set_xticklabels(workloads)
+        panel.set_ylabel(label)
+        handles, labels = panel.get_legend_handles_labels()
+        if handles:
+            panel.legend(handles, labels, fontsize=8)
+    ax_t.set_title("training step, median (loss.item() every step)")
+    ax_m.set_title("peak device memory during steady steps (cpu: not measured)")
+    fig.suptitle("torch_tpu modes — plugin %s, %s, torch %s" % (
+        report.get("plugin") or "?", report["date"][:10], report["machine"]["torch"]), fontsize=10)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    parser.add_argument("--modes", nargs="+", choices=ALL_MODES, default=list(DEFAULT_MODES))
+    parser.add_argument("--steps", type=int, default=None,
+                        help="timed steps per workload (default: %s)" % DEFAULT_STEPS)
+    parser.add_argument("--plugin", default=None, help="TORCH_TPU_PLUGIN for the subprocesses (cpu, cuda, tpu, path)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch.set_num_threads in every subprocess (CPU eager's intra-op threads; "
+                             "default: torch's own choice). XLA:CPU keeps its own thread pool.")
+    parser.add_argument("--out", default=os.path.join(HERE, "results", "modes.json"))
+    parser.add_argument("--chart", default=os.path.join(HERE, "results", "modes.png"))
+    # internal: one (workload, mode) in this process
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--workload", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    parser.add_argument("--phase", default="full", help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return _child(args)
+    if args.steps is not None and args.steps < 1:
+        parser.error("--steps must be at least 1")
+
+    started = time.perf_counter()
+    report = {
+        "benchmark": "bench/modes.py",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "plugin": args.plugin or os.environ.get("TORCH_TPU_PLUGIN") or "default",
+        "machine": _machine_info(args.plugin),
+        "modes": list(dict.fromkeys(args.modes)),
+        "warmup_steps": WARMUP_STEPS,
+        "threads": args.threads,
+        "timing": "median over the timed steps of: batch .to(device), zero_grad, forward, backward, "
+                  "optimizer step, loss.item(); first step measured from a fresh process with an empty "
+                  "(cold) and then a filled (warm) private disk compilation cache",
+        "results": {},
+    }
+    for workload in args.workloads:
+        steps = args.steps or DEFAULT_STEPS[workload]
+        report["results"][workload] = {}
+        for mode in report["modes"]:
+            print("[%6.0fs] %s / %s (%d steps) ..." % (time.perf_counter() - started, workload, mode, steps),
+                  file=sys.stderr, flush=True)
+            r = _bench_one(workload, mode, steps, args.plugin, args.threads)
+            report["results"][workload][mode] = r
+            if r["status"] != "ok":
+                print("          %s: %s" % (r["status"], (r.get("error") or "").splitlines()[0][:200]),
+                      file=sys.stderr, flush=True)
+    tpu_plugin = next((v["plugin"] for modes in report["results"].values() for v in modes.values()
+                       if v.get("plugin")), None)
+    if tpu_plugin:
+        report["plugin_info"] = tpu_plugin
+        report["plugin"] = tpu_plugin.get("platform", report["plugin"])
+    report["ratios"] = _add_ratios(report["results"])
+    report["total_wall_s"] = time.perf_counter() - started
+
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=2)
+    table = _markdown(report["results"])
+    print(table)
+    print()
+    for workload, r in report["ratios"].items():
+        shown = ", ".join("%s %.3g" % (k, v) for k, v in r.items() if v is not None and not math.isnan(v))
+        print("%s: %s" % (workload, shown or "no ratios"))
+    for workload, modes in report["results"].items():
+        for mode, v in modes.items():
+            if v.get("fallbacks_total"):
+                print("WARNING: %s / %s ran %d ops through the CPU fallback: %s" % (
+                    workload, mode, v["fallbacks_total"], v.get("fallback_ops")))
+            diff = report["ratios"][workload].get("%s_final_loss_rel_diff_vs_cpu" % mode)
+            if diff is not None and diff > 0.05:
+                print("WARNING: %s / %s final loss %.5g differs from cpu's by %.1f%%" % (
+                    workload, mode, v["final_loss"], 100 * diff))
+    print("\nwrote %s" % args.out)
+    if args.chart:
+        try:
+            _chart(report, args.chart)
+            print("wrote %s" % args.chart)
+        except ImportError as e:
+            print("no chart (%s): pip install -r bench/requirements.txt" % e, file=sys.stderr)
+    print("total %.0f s" % report["total_wall_s"], file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
