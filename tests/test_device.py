@@ -77,11 +77,16 @@ def test_manual_seed_and_generator_state():
     assert torch.tpu.initial_seed() == 5
 
 
-def test_memory_stats_track_storages():
+def test_memory_stats_track_device_buffers():
+    # Bytes of device buffers: a tensor from torch.empty holds none until written.
+    torch.zeros(1, device="tpu")  # warms the cached scalar 0
     torch.tpu.synchronize()
     before = torch.tpu.memory_allocated()
     torch.tpu.reset_peak_memory_stats()
-    x = torch.empty(1024, 256, device="tpu")  # 1 MiB
+    x = torch.empty(1024, 256, device="tpu")
+    assert torch.tpu.memory_allocated() == before
+    x.fill_(0)  # 1 MiB
+    torch.tpu.synchronize()
     assert torch.tpu.memory_allocated() == before + 1024 * 256 * 4
     assert torch.tpu.max_memory_allocated() >= before + 1024 * 256 * 4
     assert torch.accelerator.memory_allocated() == torch.tpu.memory_allocated()

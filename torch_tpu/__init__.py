@@ -51,7 +51,7 @@ atexit.register(_drain_autograd_device_thread)
 
 
 def sync():
-    """Waits for all launched tpu work (torch.tpu.synchronize())."""
+    """Runs pending fused graphs and waits for all tpu work (torch.tpu.synchronize())."""
     tpu.synchronize()
 
 

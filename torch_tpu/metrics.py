@@ -6,13 +6,20 @@ def metrics():
     """A dict of counters: compiles, compile_seconds, cache_hits (in memory),
     disk_cache_hits and disk_load_seconds, executions,
     execute_seconds, host<->device transfers and bytes, fallbacks (total) and
-    fallback_ops (per op), compiled_programs, and device memory."""
+    fallback_ops (per op), compiled_programs, donated_buffers, fused-mode
+    graphs (fused_graphs, fused_graph_ops: ops appended in all, fused_graph_ops_max,
+    fused_cuts: why graphs were cut, per reason), and device memory (bytes of
+    live device buffers: memory_allocated, max_memory_allocated)."""
     out = {
         "compiles": 0, "compile_seconds": 0.0, "cache_hits": 0, "executions": 0, "execute_seconds": 0.0,
         "host_to_device_transfers": 0, "host_to_device_bytes": 0, "device_to_host_transfers": 0,
         "device_to_host_bytes": 0, "fallbacks": 0, "disk_cache_hits": 0, "disk_load_seconds": 0.0,
+        "donated_buffers": 0, "fused_graphs": 0, "fused_graph_ops": 0, "fused_graph_ops_max": 0,
     }
-    out.update(_C._metrics())
+    counters = _C._metrics()
+    out["fused_cuts"] = {key[len("fused_cut_"):]: int(counters.pop(key))
+                         for key in list(counters) if key.startswith("fused_cut_")}
+    out.update(counters)
     for key, value in out.items():
         if isinstance(value, float) and not key.endswith("_seconds"):
             out[key] = int(value)  # counters travel as doubles
@@ -31,9 +38,11 @@ def metrics_report():
     m = metrics()
     lines = ["torch_tpu metrics"]
     for key, value in m.items():
-        if key == "fallback_ops":
+        if key in ("fallback_ops", "fused_cuts"):
             continue
         lines.append("  %-26s %s" % (key, "%.4f" % value if isinstance(value, float) else value))
+    cuts = m.get("fused_cuts", {})
+    lines.append("  fused graph cuts: %s" % (", ".join("%s x%d" % kv for kv in sorted(cuts.items())) or "none"))
     ops = m.get("fallback_ops", {})
     lines.append("  fallback ops: %s" % (", ".join("%s x%d" % kv for kv in sorted(ops.items())) or "none"))
     return "\n".join(lines)

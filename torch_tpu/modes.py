@@ -6,7 +6,14 @@
   TORCH_TPU_CHECK_NAN=1, a NaN or Inf in any output) is raised at the op that
   caused it, naming the op, its operand shapes and your Python source line.
 
-``fused`` (DeferAndFuse) is the next mode to land; asking for it raises.
+- ``fused`` (DeferAndFuse; ``defer_and_fuse`` is a synonym): ops append to a
+  pending graph per device instead of running; the graph runs as one XLA
+  program when data is read (``.item()``, ``.cpu()``, printing, Python control
+  flow on a tensor), when an op falls back to the CPU, at
+  ``torch.tpu.synchronize()`` / ``torch_tpu.sync()``, at a mode switch, or past
+  ``TORCH_TPU_FUSED_MAX_OPS`` ops (default 4096). Only tensors still alive get
+  buffers, so dead intermediates never take device memory. Errors surface at
+  the cut, naming the ops of the graph; debug mode finds the op.
 """
 import contextlib
 import os
@@ -15,27 +22,25 @@ import traceback
 from . import _C
 
 ENV = "TORCH_TPU_EAGER_MODE"
-MODES = ("strict", "debug")
-_PLANNED = ("fused", "defer_and_fuse")
+MODES = ("strict", "debug", "fused")
+_SYNONYMS = {"defer_and_fuse": "fused", "deferandfuse": "fused"}
 _LIBRARY_DIRS = None
 
 
 def _normalise(name):
     name = str(name).strip().lower()
-    if name in _PLANNED:
-        raise NotImplementedError("torch_tpu: the fused (DeferAndFuse) eager mode is not implemented yet; "
-                                  "available modes: %s" % ", ".join(MODES))
+    name = _SYNONYMS.get(name, name)
     if name not in MODES:
         raise ValueError("torch_tpu: unknown eager mode %r; available modes: %s" % (name, ", ".join(MODES)))
     return name
 
 
 def set_eager_mode(name):
-    """Switches the eager mode; work already launched is finished first."""
+    """Switches the eager mode; pending and launched work is finished first."""
     name = _normalise(name)
+    _C._set_eager_mode(name)  # runs pending fused graphs
     if _C._is_initialized():
         _C._synchronize()
-    _C._set_eager_mode(name)
 
 
 def get_eager_mode():

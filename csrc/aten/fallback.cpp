@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "aten/fusion.h"
 #include "engine/metrics.h"
 
 namespace tpu::aten {
@@ -23,6 +24,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "torch_tpu: operator '", full,
                               "' has no tpu lowering and TORCH_TPU_FALLBACK=error forbids running it on the CPU");
   engine::metrics().add_fallback(full);
+  CutReasonScope reason(Cut::Fallback);  // in fused mode, reading the operands cuts the pending graph
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 

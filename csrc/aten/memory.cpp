@@ -57,6 +57,7 @@ at::Tensor to_cpu(const at::Tensor& src) {
   at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
   if (src.numel() == 0) return host;
   StorageValue* value = storage_value(src.storage());
+  materialize(value);
   engine::BufferRef buffer;
   bool direct = value->buffer && value->dtype == lowering::to_ir(src.scalar_type()) &&
                 src.storage_offset() == 0 && src.is_contiguous() && value->numel() == src.numel();
@@ -91,8 +92,7 @@ void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
   }
   StorageValue* value = storage_value(dst.storage());
   if (covers_whole_storage(dst)) {  // the upload is the new storage value: no program needed
-    value->buffer = std::move(buffer);
-    value->dtype = dtype;
+    set_buffer(value, std::move(buffer), dtype);
     return;
   }
   Program p("copy_", device);
@@ -135,6 +135,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
   c10::DeviceGuard guard(storage.device());
   c10::DataPtr fresh = tpu_allocator()->allocate(nbytes);
   auto* value = static_cast<StorageValue*>(fresh.get_context());
+  if (old_value != nullptr) materialize(old_value);
   if (old_value != nullptr && old_value->buffer) {
     // Content is kept byte-wise: reinterpret as bytes and pad.
     Program p("resize_", old_value->device);

@@ -99,7 +99,7 @@ bool all_finite(const engine::BufferRef& buffer, const ir::Type& type, int devic
   ir::Dims all;
   for (int64_t i = 0; i < type.rank(); ++i) all.push_back(i);
   g.add_output(ir::reduce(g, finite, ir::constant(g, ir::DType::Pred, 1), all, ir::Combiner::And));
-  auto result = engine::Runtime::get().execute(g, {buffer->raw()}, device);
+  auto result = engine::Runtime::get().execute(g, {buffer}, device);
   bool ok = false;
   engine::Runtime::get().download(*result[0], &ok, 1);
   return ok;
@@ -157,7 +157,7 @@ void Program::check_device(const at::Tensor& t) const {
 }
 
 ir::Value Program::bind(const engine::BufferRef& buffer, const ir::Type& type) {
-  arguments_.push_back(buffer);
+  arguments_.push_back(ProgramArgument{buffer, nullptr, type});
   return graph_.parameter(type);
 }
 
@@ -173,8 +173,13 @@ Program::StorageState& Program::state_for(const at::Tensor& t) {
   auto it = storage_index_.find(value);
   if (it != storage_index_.end()) return storages_[it->second];
   StorageState state{t.storage(), value, {}, false};
-  if (value->buffer) {
-    state.current = bind(value->buffer, ir::Type{value->dtype, {value->numel()}});
+  ir::DType dtype;
+  if (fused_mode() ? has_content(value, &dtype) : (dtype = value->dtype, value->buffer != nullptr)) {
+    // Fused mode resolves the storage's value (a buffer or a pending node) when appending.
+    ir::Type type{dtype, {static_cast<int64_t>(value->nbytes) / ir::byte_width(dtype)}};
+    state.parameter = static_cast<int>(arguments_.size());
+    arguments_.push_back(ProgramArgument{fused_mode() ? nullptr : value->buffer, value, type});
+    state.current = graph_.parameter(type);
   } else {  // never written: any content is valid, zeros are deterministic
     ir::DType dtype = lowering::to_ir(t.scalar_type());
     value->dtype = value->nbytes % ir::byte_width(dtype) == 0 ? dtype : ir::DType::U8;
@@ -249,17 +254,34 @@ void Program::write(const at::Tensor& dst, ir::Value v) {
 }
 
 std::vector<engine::BufferRef> Program::run() {
+  if (!fused_mode()) return run_now();
+  std::vector<std::pair<StorageValue*, ir::Value>> written;
+  for (auto& s : storages_)
+    if (s.written) written.emplace_back(s.value, s.current);
+  if (written.empty() && results_.empty()) return {};
+  return defer(device_, op_name_, graph_, arguments_, written, results_);
+}
+
+std::vector<engine::BufferRef> Program::run_now() {
   std::vector<StorageState*> written;
   for (auto& s : storages_) {
     if (!s.written) continue;
+    int output = static_cast<int>(graph_.num_outputs());
     graph_.add_output(s.current);
     written.push_back(&s);
+    // An in-place update donates the old buffer when only this program and
+    // the storage hold it, so updating a tensor does not double its memory.
+    if (s.parameter >= 0) {
+      const ProgramArgument& old = arguments_[s.parameter];
+      if (old.buffer.use_count() == 2 && s.value->buffer == old.buffer && old.type == graph_.type(s.current))
+        graph_.alias_output(s.parameter, output);
+    }
   }
   for (ir::Value v : results_) graph_.add_output(v);
   if (graph_.num_outputs() == 0) return {};
-  std::vector<PJRT_Buffer*> args;
+  std::vector<engine::BufferRef> args;
   args.reserve(arguments_.size());
-  for (auto& b : arguments_) args.push_back(b->raw());
+  for (auto& a : arguments_) args.push_back(a.buffer);
   std::vector<engine::BufferRef> outputs;
   engine::LaunchInfo info;
   try {

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "aten/fusion.h"
 #include "aten/storage.h"
 #include "ir/graph.h"
 
@@ -35,8 +36,9 @@ class Program {
   ir::Value bind(const engine::BufferRef& buffer, const ir::Type& type);
   // Asks for `v` as a fresh buffer from run(), beside the storage writes.
   void add_result(ir::Value v) { results_.push_back(v); }
-  // Compiles/looks up and launches the program; binds written storages and
-  // returns the buffers asked for with add_result().
+  // Compiles/looks up and launches the program (in fused mode: appends it to
+  // the pending graph); binds written storages and returns the buffers asked
+  // for with add_result() (which, in fused mode, runs the pending graph).
   std::vector<engine::BufferRef> run();
   engine::BufferRef run_for_result(ir::Value v) {
     add_result(v);
@@ -49,6 +51,7 @@ class Program {
     StorageValue* value;
     ir::Value current;      // the storage's value as of now in the program
     bool written = false;
+    int parameter = -1;     // position of the storage's old value among the parameters
   };
   StorageState& state_for(const at::Tensor& t);
   std::optional<ir::Value> dynamic_offset(const at::Tensor& t);
@@ -59,7 +62,8 @@ class Program {
   const char* op_name_;
   int device_;
   ir::Graph graph_;
-  std::vector<engine::BufferRef> arguments_;
+  std::vector<engine::BufferRef> run_now();
+  std::vector<ProgramArgument> arguments_;  // by parameter position
   std::vector<ir::Value> results_;
   std::string operands_;  // "shape dtype" of each operand read, for error messages
   std::vector<StorageState> storages_;

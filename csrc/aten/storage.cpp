@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 
+#include "aten/fusion.h"
 #include "runtime/device.h"
 
 namespace tpu::aten {
@@ -18,15 +19,13 @@ constexpr int kDeviceShift = 40;
 
 struct DeviceCounters {
   std::atomic<uintptr_t> next_address{0};
-  std::atomic<int64_t> allocated{0};
-  std::atomic<int64_t> peak{0};
   std::atomic<int64_t> allocations{0};
 };
 std::array<DeviceCounters, kMaxDevices> g_devices;
 
 void on_free(void* ctx) {
   auto* value = static_cast<StorageValue*>(ctx);
-  g_devices[value->device].allocated -= static_cast<int64_t>(value->nbytes);
+  forget_pending(value);
   delete value;
 }
 
@@ -41,11 +40,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
     uintptr_t rounded = (nbytes + 511) & ~uintptr_t(511);
     uintptr_t address = kAddressBase + (uintptr_t(device) << kDeviceShift) +
                         counters.next_address.fetch_add(rounded + 512);
-    int64_t now = counters.allocated += static_cast<int64_t>(nbytes);
     ++counters.allocations;
-    int64_t peak = counters.peak.load();
-    while (now > peak && !counters.peak.compare_exchange_weak(peak, now)) {
-    }
     auto* value = new StorageValue();
     value->nbytes = nbytes;
     value->device = device;
@@ -66,8 +61,8 @@ class TpuAllocator final : public c10::DeviceAllocator {
     c10::CachingDeviceAllocator::DeviceStats stats;
     auto& counters = g_devices.at(device);
     auto& bytes = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
-    bytes.current = counters.allocated;
-    bytes.peak = counters.peak;
+    bytes.current = memory_allocated(device);
+    bytes.peak = max_memory_allocated(device);
     stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)] = bytes;
     stats.active_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)] = bytes;
     stats.allocation[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].allocated =
@@ -90,9 +85,9 @@ StorageValue* storage_value(const c10::Storage& storage) {
 
 c10::Allocator* tpu_allocator() { return &g_allocator; }
 
-int64_t memory_allocated(int device) { return g_devices.at(device).allocated; }
-int64_t max_memory_allocated(int device) { return g_devices.at(device).peak; }
-void reset_peak_memory(int device) { g_devices.at(device).peak = g_devices.at(device).allocated.load(); }
+int64_t memory_allocated(int device) { return engine::Runtime::memory_in_use(device); }
+int64_t max_memory_allocated(int device) { return engine::Runtime::memory_peak(device); }
+void reset_peak_memory(int device) { engine::Runtime::reset_memory_peak(device); }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 

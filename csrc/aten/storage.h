@@ -12,9 +12,16 @@ namespace tpu::aten {
 // What a tpu storage holds; owned by the storage's DataPtr context.
 struct StorageValue {
   engine::BufferRef buffer;           // null until first written
-  ir::DType dtype = ir::DType::U8;    // element type of `buffer`
+  ir::DType dtype = ir::DType::U8;    // element type of the value (buffer or pending)
   size_t nbytes = 0;
   int device = 0;
+  // Fused mode: the node of the device's pending graph holding the newest
+  // value (which `buffer` does not have yet); -1 when `buffer` is current.
+  // Guarded by the pending graph's lock.
+  int pending_node = -1;
+  // Whether the pending graph refers to this storage (bound or written); only
+  // set by a thread holding the storage, so the deleter may read it unlocked.
+  bool in_pending_graph = false;
   int64_t numel() const { return static_cast<int64_t>(nbytes) / ir::byte_width(dtype); }
 };
 
@@ -22,6 +29,7 @@ struct StorageValue {
 StorageValue* storage_value(const c10::Storage& storage);
 c10::Allocator* tpu_allocator();
 
+// Bytes of device buffers alive (see engine::Runtime::memory_in_use).
 int64_t memory_allocated(int device);
 int64_t max_memory_allocated(int device);
 void reset_peak_memory(int device);

@@ -2,6 +2,12 @@
 
 namespace tpu::engine {
 
+void Metrics::record_max(const std::string& name, double value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  double& current = counters_[name];
+  if (value > current) current = value;
+}
+
 void Metrics::add(const std::string& name, double amount) {
   std::lock_guard<std::mutex> lock(mutex_);
   counters_[name] += amount;

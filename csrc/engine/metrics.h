@@ -11,6 +11,7 @@ namespace tpu::engine {
 class Metrics {
  public:
   void add(const std::string& name, double amount = 1.0);
+  void record_max(const std::string& name, double value);
   void add_fallback(const std::string& op);
   std::map<std::string, double> counters() const;
   std::map<std::string, int64_t> fallbacks() const;

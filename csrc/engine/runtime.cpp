@@ -18,6 +18,33 @@ std::mutex g_cache_dir_mutex;
 std::string g_cache_dir;
 std::atomic<EagerMode> g_eager_mode{EagerMode::Strict};
 
+constexpr int kMaxDevices = 64;
+struct DeviceMemory {
+  std::atomic<int64_t> in_use{0};
+  std::atomic<int64_t> peak{0};
+};
+DeviceMemory g_memory[kMaxDevices];
+
+void memory_grow(int device, int64_t bytes) {
+  auto& m = g_memory[device];
+  int64_t now = m.in_use += bytes;
+  int64_t peak = m.peak.load();
+  while (now > peak && !m.peak.compare_exchange_weak(peak, now)) {
+  }
+}
+
+// The deleter of every BufferRef: keeps the device's byte count. A donated
+// buffer's bytes pass to the output that reuses them, so it is not counted twice.
+struct CountedBuffer {
+  int device;
+  int64_t bytes;
+  bool donated = false;
+  void operator()(pjrt::Buffer* buffer) const {
+    if (!donated) g_memory[device].in_use -= bytes;
+    delete buffer;
+  }
+};
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -173,18 +200,40 @@ size_t Runtime::cache_size() const {
   return cache_.size();
 }
 
-std::vector<BufferRef> Runtime::execute(const ir::Graph& graph, const std::vector<PJRT_Buffer*>& args,
+int64_t Runtime::memory_in_use(int device) { return g_memory[device].in_use; }
+int64_t Runtime::memory_peak(int device) { return g_memory[device].peak; }
+void Runtime::reset_memory_peak(int device) { g_memory[device].peak = g_memory[device].in_use.load(); }
+
+BufferRef Runtime::track(std::unique_ptr<pjrt::Buffer> buffer, const ir::Type& type, int device) {
+  int64_t bytes = ir::numel(type.shape) * ir::byte_width(type.dtype);
+  memory_grow(device, bytes);
+  return BufferRef(buffer.release(), CountedBuffer{device, bytes});
+}
+
+std::vector<BufferRef> Runtime::execute(const ir::Graph& graph, const std::vector<BufferRef>& args,
                                         int device_index, LaunchInfo* info) {
   auto start = std::chrono::steady_clock::now();
   auto exe = executable_for(graph, info);
+  std::vector<PJRT_Buffer*> raw;
+  raw.reserve(args.size());
+  for (const auto& b : args) raw.push_back(b->raw());
   auto t0 = std::chrono::steady_clock::now();
-  auto outputs = exe->execute(device(device_index), args);
+  auto outputs = exe->execute(device(device_index), raw);
   metrics().add("executions");
   metrics().add("execute_seconds", seconds_since(t0));
   if (info) info->seconds = seconds_since(start);
+  for (auto [parameter, output] : graph.aliases()) {
+    auto* counted = std::get_deleter<CountedBuffer>(args[parameter]);
+    if (counted == nullptr || counted->donated) continue;
+    counted->donated = true;
+    g_memory[device_index].in_use -= counted->bytes;
+    metrics().add("donated_buffers");
+  }
   std::vector<BufferRef> result;
   result.reserve(outputs.size());
-  for (auto& b : outputs) result.emplace_back(std::move(b));
+  const auto& order = graph.outputs();
+  for (size_t i = 0; i < outputs.size(); ++i)
+    result.push_back(track(std::move(outputs[i]), graph.type(ir::Value{order[i]}), device_index));
   if (!result.empty()) {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     if (pending_.size() >= 4096) {  // forget outputs that nobody can observe any more
@@ -202,7 +251,7 @@ BufferRef Runtime::upload(const void* data, ir::DType dtype, const ir::Shape& sh
   auto buffer = client_->buffer_from_host(data, element_type(dtype), shape, device(device_index));
   metrics().add("host_to_device_transfers");
   metrics().add("host_to_device_bytes", static_cast<double>(ir::numel(shape) * ir::byte_width(dtype)));
-  return BufferRef(std::move(buffer));
+  return track(std::move(buffer), ir::Type{dtype, shape}, device_index);
 }
 
 void Runtime::download(const pjrt::Buffer& buffer, void* dst, size_t nbytes) {

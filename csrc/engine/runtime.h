@@ -20,7 +20,7 @@ using BufferRef = std::shared_ptr<pjrt::Buffer>;
 pjrt::ElementType element_type(ir::DType dtype);
 
 // When programs are cut and how the host waits (see DESIGN.md).
-enum class EagerMode { Strict, Debug };
+enum class EagerMode { Strict, Debug, Fused };
 EagerMode eager_mode();
 void set_eager_mode(EagerMode mode);
 
@@ -54,7 +54,8 @@ class Runtime {
   PJRT_Device* device(int index) const;
 
   // Compiles (or finds in the cache) and launches `graph` asynchronously.
-  std::vector<BufferRef> execute(const ir::Graph& graph, const std::vector<PJRT_Buffer*>& args, int device,
+  // Arguments the graph aliases to outputs are donated: invalid afterwards.
+  std::vector<BufferRef> execute(const ir::Graph& graph, const std::vector<BufferRef>& args, int device,
                                  LaunchInfo* info = nullptr);
   BufferRef upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device);
   void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes);
@@ -63,12 +64,19 @@ class Runtime {
 
   size_t cache_size() const;
 
+  // Bytes of device buffers alive now / at most since the last reset: what
+  // tensors (and cached scalars) really hold on the device.
+  static int64_t memory_in_use(int device);
+  static int64_t memory_peak(int device);
+  static void reset_memory_peak(int device);
+
  private:
   explicit Runtime(std::unique_ptr<pjrt::Client> client);
   std::shared_ptr<pjrt::Executable> executable_for(const ir::Graph& graph, LaunchInfo* info);
   std::shared_ptr<pjrt::Executable> load_or_compile(const std::string& key, const ir::Graph& graph,
                                                     LaunchInfo* info);
   std::string plugin_identity() const;
+  BufferRef track(std::unique_ptr<pjrt::Buffer> buffer, const ir::Type& type, int device);
 
   std::unique_ptr<pjrt::Client> client_;
   mutable std::mutex cache_mutex_;

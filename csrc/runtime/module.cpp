@@ -3,6 +3,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include "aten/fusion.h"
 #include "aten/storage.h"
 #include "engine/metrics.h"
 #include "engine/runtime.h"
@@ -21,8 +22,18 @@ engine::Runtime& runtime_or_throw() {
   }
 }
 
+// Runs every pending fused graph (attributed to `reason`).
+void flush_pending(aten::Cut reason) {
+  try {
+    aten::flush_all(reason);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(e.what_without_backtrace());
+  }
+}
+
 void synchronize() {
   py::gil_scoped_release release;
+  flush_pending(aten::Cut::Sync);
   try {
     engine::Runtime::get().synchronize();
   } catch (const pjrt::Error& e) {
@@ -69,14 +80,29 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_cache_dir", &engine::Runtime::set_cache_dir);
   m.def("_cache_dir", &engine::Runtime::cache_dir);
   m.def("_set_eager_mode", [](const std::string& mode) {
+    engine::EagerMode next;
     if (mode == "strict")
-      engine::set_eager_mode(engine::EagerMode::Strict);
+      next = engine::EagerMode::Strict;
     else if (mode == "debug")
-      engine::set_eager_mode(engine::EagerMode::Debug);
+      next = engine::EagerMode::Debug;
+    else if (mode == "fused")
+      next = engine::EagerMode::Fused;
     else
       throw std::invalid_argument("unknown eager mode '" + mode + "'");
+    if (engine::Runtime::initialized()) runtime::flush_pending(aten::Cut::ModeSwitch);
+    engine::set_eager_mode(next);
   });
-  m.def("_get_eager_mode", [] { return engine::eager_mode() == engine::EagerMode::Debug ? "debug" : "strict"; });
+  m.def("_get_eager_mode", [] {
+    switch (engine::eager_mode()) {
+      case engine::EagerMode::Debug: return "debug";
+      case engine::EagerMode::Fused: return "fused";
+      default: return "strict";
+    }
+  });
+  m.def("_flush", [](const std::string& reason) {
+    py::gil_scoped_release release;
+    runtime::flush_pending(reason == "sync" ? aten::Cut::Sync : aten::Cut::DataRead);
+  });
   m.def("_set_plugin_path", &engine::Runtime::set_plugin_path, py::arg("path"), py::arg("selected_by"));
   m.def("_is_initialized", &engine::Runtime::initialized);
   m.def("_init", [] {
@@ -112,7 +138,11 @@ PYBIND11_MODULE(_C, m) {
           throw std::runtime_error(std::string("torch_tpu: ") + e.what());
         }
       });
-  m.def("_mark", [] { return runtime::runtime_or_throw().mark(); });
+  m.def("_mark", [] {
+    auto& rt = runtime::runtime_or_throw();
+    runtime::flush_pending(aten::Cut::Sync);  // an event covers the work queued before it
+    return rt.mark();
+  });
   m.def("_memory_allocated", &aten::memory_allocated);
   m.def("_max_memory_allocated", &aten::max_memory_allocated);
   m.def("_reset_peak_memory_stats", &aten::reset_peak_memory);

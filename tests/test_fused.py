@@ -1,0 +1,207 @@
+"""Fused (DeferAndFuse) eager mode and buffer donation."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_tpu
+from torch_tpu import testing as workloads
+
+from support import check
+
+
+@pytest.fixture
+def fused():
+    with torch_tpu.eager_mode("fused"):
+        yield
+
+
+def counters():
+    torch.tpu.synchronize()
+    return torch_tpu.metrics()
+
+
+def delta(before, after, key):
+    return after[key] - before[key]
+
+
+def test_mode_names():
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        assert torch_tpu.get_eager_mode() == "fused"
+    assert torch_tpu.get_eager_mode() == "strict"
+    with pytest.raises(ValueError, match="available modes: strict, debug, fused"):
+        torch_tpu.set_eager_mode("lazy")
+
+
+def test_ops_are_deferred_until_data_is_read(fused):
+    x = torch.randn(64, 64)
+    before = counters()
+    t = x.to("tpu")
+    for _ in range(10):
+        t = torch.tanh(t * 1.5 + 0.25)
+    mid = torch_tpu.metrics()
+    assert delta(before, mid, "executions") == 0  # nothing ran yet
+    result = t.cpu()
+    after = torch_tpu.metrics()
+    assert delta(before, after, "executions") == 1
+    assert delta(before, after, "fused_graphs") == 1
+    assert after["fused_cuts"].get("data_read", 0) - before["fused_cuts"].get("data_read", 0) == 1
+    expected = x
+    for _ in range(10):
+        expected = torch.tanh(expected * 1.5 + 0.25)
+    torch.testing.assert_close(result, expected)
+
+
+def test_dead_intermediates_take_no_device_memory():
+    def chain(mode):
+        with torch_tpu.eager_mode(mode):
+            x = torch.ones(256, 1024, device="tpu")  # 1 MiB
+            torch.tpu.synchronize()
+            torch.tpu.reset_peak_memory_stats()
+            base = torch.tpu.memory_allocated()
+            y = x
+            for _ in range(6):
+                y = y * 1.01 + 1  # every step makes two 1 MiB intermediates
+            total = y.sum()
+            del y
+            value = total.item()
+            return torch.tpu.max_memory_allocated() - base, value
+
+    strict_peak, strict_value = chain("strict")
+    fused_peak, fused_value = chain("fused")
+    assert fused_value == pytest.approx(strict_value, rel=1e-5)
+    assert strict_peak >= 2 * 1024 * 1024
+    assert fused_peak < 64 * 1024  # only the scalar result and scalar parameters
+
+
+def test_results_match_cpu_with_views_and_in_place_updates(fused):
+    def f(x, y):
+        x = x.clone()
+        x[1:3].mul_(y[0])
+        x.t()[0].add_(1.0)
+        v = x.view(-1)[2:10]
+        v.sub_(0.5)
+        z = torch.cat([x, y], 0).relu()
+        return torch.cat([z.sum(0), x.reshape(-1)])
+
+    check(f, torch.randn(4, 5), torch.randn(2, 5))
+
+
+def test_reading_an_old_value_after_an_in_place_update(fused):
+    x = torch.arange(8.0, device="tpu")
+    total = x.sum()
+    x.add_(100)
+    assert total.item() == 28.0
+    assert x[0].item() == 100.0
+
+
+def test_training_matches_cpu_and_compiles_once(fused):
+    torch.manual_seed(0)
+    config = workloads.GPTConfig(vocab=64, d_model=32, layers=1, heads=2, seq=16, batch=2)
+    cpu_model = workloads.GPT(config)
+    tpu_model = workloads.GPT(config)
+    tpu_model.load_state_dict(cpu_model.state_dict())
+    tpu_model.to("tpu")
+    # SGD: Adam would magnify rounding noise in near-zero gradients (the key bias).
+    cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.1, momentum=0.9)
+    tpu_opt = torch.optim.SGD(tpu_model.parameters(), lr=0.1, momentum=0.9)
+    compiles = []
+    for step in range(5):
+        for group in cpu_opt.param_groups + tpu_opt.param_groups:
+            group["lr"] = 0.1 / (step + 1)  # a schedule must not recompile
+        tokens, targets = workloads.gpt_batch(config, seed=step)
+        before = torch_tpu.metrics()["compiles"]
+        losses = []
+        for model, opt, device in ((cpu_model, cpu_opt, "cpu"), (tpu_model, tpu_opt, "tpu")):
+            opt.zero_grad()
+            _, loss = model(tokens.to(device), targets.to(device))
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        compiles.append(torch_tpu.metrics()["compiles"] - before)
+        assert losses[1] == pytest.approx(losses[0], rel=1e-4, abs=1e-5)
+    assert compiles[3:] == [0, 0], compiles
+    for p_cpu, p_tpu in zip(cpu_model.parameters(), tpu_model.parameters()):
+        torch.testing.assert_close(p_tpu.cpu(), p_cpu, rtol=1e-4, atol=1e-5)
+
+
+def test_cut_reasons(fused, allow_fallback):
+    before = counters()["fused_cuts"]
+    a = torch.randn(4, 4, device="tpu") + 1
+    torch.tpu.synchronize()
+    b = a * 2
+    torch.linalg.qr(b)  # no lowering: runs on the CPU, reading b cuts the graph
+    c = b - 1
+    torch_tpu.set_eager_mode("strict")  # switching mode runs what is pending
+    torch_tpu.set_eager_mode("fused")
+    c.sum().item()
+    after = torch_tpu.metrics()["fused_cuts"]
+    grown = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    assert grown.get("sync", 0) >= 1
+    assert grown.get("fallback", 0) >= 1
+    assert grown.get("mode_switch", 0) == 1
+
+
+def test_size_limit_cuts_long_graphs():
+    code = (
+        "import torch, torch_tpu\n"
+        "torch_tpu.set_eager_mode('fused')\n"
+        "x = torch.zeros(3, device='tpu')\n"
+        "for _ in range(12):\n"
+        "    x = x + 1\n"
+        "assert x.cpu().tolist() == [12.0, 12.0, 12.0]\n"
+        "cuts = torch_tpu.metrics()['fused_cuts']\n"
+        "print(cuts.get('size_limit', 0), cuts.get('data_read', 0))\n"
+    )
+    env = dict(os.environ, TORCH_TPU_FUSED_MAX_OPS="5")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    size_cuts, read_cuts = map(int, out.stdout.split()[-2:])
+    assert size_cuts == 2  # 13 ops (the zeros' fill and 12 adds): cut at 5 and 10
+    assert read_cuts == 1
+
+
+def test_data_dependent_shapes_and_random_ops(fused):
+    torch.manual_seed(3)
+    x = torch.randn(100, device="tpu")
+    mask = x > 0
+    picked = x[mask]
+    assert picked.shape[0] == int(mask.sum().item())
+    torch.manual_seed(11)
+    fused_draw = torch.rand(5, device="tpu").cpu()
+    with torch_tpu.eager_mode("strict"):
+        torch.manual_seed(11)
+        strict_draw = torch.rand(5, device="tpu").cpu()
+    torch.testing.assert_close(fused_draw, strict_draw)
+
+
+def test_errors_in_an_op_leave_the_pending_graph_usable(fused):
+    a = torch.ones(3, device="tpu") * 2
+    with pytest.raises(RuntimeError, match="size"):
+        torch.ones(4, device="tpu") + torch.ones(5, device="tpu")
+    assert a.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_in_place_update_donates_the_old_buffer():
+    x = torch.zeros(256, 1024, device="tpu")  # 1 MiB
+    torch.tpu.synchronize()
+    base = torch.tpu.memory_allocated()
+    torch.tpu.reset_peak_memory_stats()
+    before = torch_tpu.metrics()["donated_buffers"]
+    for _ in range(3):
+        x.add_(1)
+    torch.tpu.synchronize()
+    assert torch_tpu.metrics()["donated_buffers"] - before >= 3
+    assert torch.tpu.max_memory_allocated() - base < 64 * 1024  # never two copies of x
+    assert x[0, 0].item() == 3.0
+
+
+def test_in_place_update_keeps_a_buffer_that_a_pending_read_uses():
+    x = torch.arange(1024.0, device="tpu")
+    alias = x.view(32, 32)  # same storage: no second buffer holder
+    total = alias.sum()
+    x.mul_(2)
+    assert total.item() == float(sum(range(1024)))
+    assert alias[0, 1].item() == 2.0
