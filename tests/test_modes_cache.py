@@ -26,8 +26,8 @@ def test_mode_api_and_context_manager():
     assert torch_tpu.get_eager_mode() == "strict"
     with pytest.raises(ValueError, match="unknown eager mode"):
         torch_tpu.set_eager_mode("turbo")
-    with pytest.raises(NotImplementedError, match="fused"):
-        torch_tpu.set_eager_mode("fused")
+    with torch_tpu.eager_mode("fused"):
+        assert torch_tpu.get_eager_mode() == "fused"
     assert torch_tpu.get_eager_mode() == "strict"
 
 
