@@ -35,11 +35,11 @@ def with_ties_and_nans(shape, dtype):
 
 # ------------------------------------------------------------ sort family
 
-@pytest.mark.parametrize("dtype", DTYPES + [torch.bool, torch.uint8, torch.int16], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES + [torch.bool, torch.uint8], ids=str)
 @pytest.mark.parametrize("descending", [False, True])
 def test_sort_stable(dtype, descending):
     x = with_ties_and_nans((4, 37), dtype)
-    for dim in (0, 1, -1):
+    for dim in (0, -1):
         check_all(lambda t: torch.sort(t, dim=dim, descending=descending, stable=True), x)
     check_all(lambda t: torch.argsort(t, dim=1, descending=descending, stable=True), x)
 
@@ -116,7 +116,7 @@ def test_mode():
     check_all(lambda t: torch.mode(t, dim=0, keepdim=True), x)
 
 
-@pytest.mark.parametrize("dtype", DTYPES + [torch.bool], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool], ids=str)
 def test_unique(dtype):
     x = make((5, 8), dtype, low=-4, high=4)
     if dtype.is_floating_point:
@@ -156,7 +156,7 @@ def test_quantile():
 
 # ------------------------------------------------------------ search
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
 def test_searchsorted_bucketize_isin(dtype):
     boundaries = torch.sort(make((20,), dtype, low=-50, high=50)).values
     values = make((4, 6), dtype, seed=2, low=-60, high=60)
