@@ -124,6 +124,24 @@ at::Tensor& div_mode_out(const at::Tensor& self, const at::Tensor& other, std::o
   return out;
 }
 
+// rsub: other - alpha * self.
+at::Tensor rsub_tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  return arith("rsub", Binary::Sub, other, self, alpha, nullptr, false);
+}
+
+// floor_divide is div with rounding_mode "floor".
+at::Tensor floor_divide_fn(const at::Tensor& self, const at::Tensor& other) {
+  return divide("floor_divide", self, other, "floor", nullptr, false);
+}
+at::Tensor& floor_divide_inplace(at::Tensor& self, const at::Tensor& other) {
+  divide("floor_divide_", self, other, "floor", &self, true);
+  return self;
+}
+at::Tensor& floor_divide_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  divide("floor_divide.out", self, other, "floor", &out, false);
+  return out;
+}
+
 // ------------------------------------------------------------ comparisons
 
 at::Tensor comparison(const char* name, ir::Compare op, const at::Tensor& self, const at::Tensor& other,
@@ -481,12 +499,14 @@ c10::ScalarType clamp_type(const at::Tensor& self, const std::optional<c10::Scal
   return at::native::result_type(state);
 }
 
+// `tensor_bounds`: the bounds are tensors; with only one of them ATen runs
+// maximum/minimum, which accept bool (Scalar bounds and two bounds do not).
 at::Tensor clamp_op(const char* op_name, const at::Tensor& self, const std::optional<at::Tensor>& lo,
                     const std::optional<at::Tensor>& hi, c10::ScalarType common, const at::Tensor* out,
-                    bool inplace) {
+                    bool inplace, bool tensor_bounds = false) {
   bool has_lo = lo.has_value() && lo->defined(), has_hi = hi.has_value() && hi->defined();
   TORCH_CHECK(has_lo || has_hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
-  check_accepts(op_name, Accepts::NoBool, common);
+  if (!(tensor_bounds && has_lo != has_hi)) check_accepts(op_name, Accepts::NoBool, common);
   std::vector<at::Tensor> inputs{self};
   if (has_lo) inputs.push_back(*lo);
   if (has_hi) inputs.push_back(*hi);
@@ -516,7 +536,7 @@ at::Tensor clamp_tensor_op(const char* op_name, const at::Tensor& self, const st
   if (lo.has_value() && lo->defined()) state = at::native::update_result_type_state(*lo, state);
   if (hi.has_value() && hi->defined()) state = at::native::update_result_type_state(*hi, state);
   c10::ScalarType common = at::native::result_type(state);
-  return clamp_op(op_name, self, lo, hi, common, out, inplace);
+  return clamp_op(op_name, self, lo, hi, common, out, inplace, /*tensor_bounds=*/true);
 }
 
 using OptScalar = std::optional<c10::Scalar>;
@@ -974,6 +994,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("div.Tensor_mode", div_mode);
   m.impl("div_.Tensor_mode", div_mode_inplace);
   m.impl("div.out_mode", div_mode_out);
+  m.impl("rsub.Tensor", rsub_tensor);
+  m.impl("floor_divide", floor_divide_fn);
+  m.impl("floor_divide_.Tensor", floor_divide_inplace);
+  m.impl("floor_divide.out", floor_divide_out);
 #define REGISTER_COMPARE(NAME)                          \
   m.impl(#NAME ".Tensor", NAME##_tensor);               \
   m.impl(#NAME ".Scalar", NAME##_scalar);               \

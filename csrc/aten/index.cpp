@@ -19,6 +19,7 @@
 #include <ATen/ops/gather.h>
 #include <ATen/ops/index_add.h>
 #include <ATen/ops/index_copy.h>
+#include <ATen/ops/index_reduce.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/scatter.h>
 #include <ATen/ops/scatter_add.h>
@@ -33,6 +34,7 @@
 #include "engine/runtime.h"
 #include "ir/ops.h"
 #include "lowering/index.h"
+#include "lowering/sort.h"
 #include "lowering/types.h"
 
 namespace tpu::aten {
@@ -229,32 +231,30 @@ at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tenso
   return out;
 }
 
+// The combiner of a scatter_reduce/index_reduce reduction ("mean" sums
+// and divides), and the combiner's identity in `type`.
+std::tuple<ir::Combiner, bool, c10::Scalar> reduction_of(c10::string_view reduce, c10::ScalarType type) {
+  if (reduce == "sum" || reduce == "mean") return {ir::Combiner::Add, reduce == "mean", 0};
+  if (reduce == "prod") return {ir::Combiner::Mul, false, 1};
+  TORCH_CHECK(reduce == "amax" || reduce == "amin", "reduce argument must be either sum, prod, mean, amax or amin, "
+              "got ", reduce);
+  bool max = reduce == "amax";
+  c10::Scalar identity = 0;
+  AT_DISPATCH_ALL_TYPES_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, type, "scatter_reduce", [&] {
+    identity = max ? std::numeric_limits<scalar_t>::lowest() : std::numeric_limits<scalar_t>::max();
+    if constexpr (std::numeric_limits<scalar_t>::has_infinity)
+      identity = max ? -std::numeric_limits<scalar_t>::infinity() : std::numeric_limits<scalar_t>::infinity();
+  });
+  return {max ? ir::Combiner::Max : ir::Combiner::Min, false, identity};
+}
+
 // torch.scatter_reduce: sum, prod, mean, amax, amin, with or without self.
 at::Tensor scatter_reduce_two_op(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
                                  const at::Tensor& src, c10::string_view reduce, bool include_self, at::Tensor* out,
                                  bool inplace) {
   at::scatter_reduce(meta(self), dim, meta(index), meta(src), reduce, include_self);  // ATen's checks
-  ir::Combiner combiner;
-  bool mean = false;
   c10::ScalarType type = self.scalar_type();
-  c10::Scalar identity = 0;
-  if (reduce == "sum" || reduce == "mean") {
-    combiner = ir::Combiner::Add;
-    mean = reduce == "mean";
-  } else if (reduce == "prod") {
-    combiner = ir::Combiner::Mul;
-    identity = 1;
-  } else if (reduce == "amax" || reduce == "amin") {
-    bool max = reduce == "amax";
-    combiner = max ? ir::Combiner::Max : ir::Combiner::Min;
-    AT_DISPATCH_ALL_TYPES_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, type, "scatter_reduce", [&] {
-      identity = max ? std::numeric_limits<scalar_t>::lowest() : std::numeric_limits<scalar_t>::max();
-      if constexpr (std::numeric_limits<scalar_t>::has_infinity)
-        identity = max ? -std::numeric_limits<scalar_t>::infinity() : std::numeric_limits<scalar_t>::infinity();
-    });
-  } else {
-    TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
-  }
+  auto [combiner, mean, identity] = reduction_of(reduce, type);
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
   c10::DeviceGuard guard(self.device());
@@ -634,6 +634,190 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
   return output;
 }
 
+
+// ------------------------------------------------------------ take / put_ / index_fill_ / index_reduce
+
+// take: self read as flat; out-of-range indices clamp (see the file comment).
+at::Tensor take_op(const at::Tensor& self, const at::Tensor& index, at::Tensor* out) {
+  TORCH_CHECK(index.scalar_type() == c10::kLong, "take(): Expected a long tensor for index, but got ",
+              index.scalar_type());
+  TORCH_CHECK_INDEX(self.numel() > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = prepare_output("take", out, index.sizes(), self.scalar_type(), self.device(), false);
+  if (output.numel() == 0) return output;
+  Program p("take", self.device().index());
+  ir::Graph& g = p.graph();
+  int64_t n = self.numel();
+  ir::Value idx = lowering::clamp_index(g, lowering::wrap_negative(g, p.read(index), n), n);
+  p.write(output, ir::gather_rows(g, ir::reshape(g, p.read(self), {n}), idx));
+  p.run();
+  return output;
+}
+at::Tensor take(const at::Tensor& self, const at::Tensor& index) { return take_op(self, index, nullptr); }
+at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
+  take_op(self, index, &out);
+  return out;
+}
+
+at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate) {
+  TORCH_CHECK(index.scalar_type() == c10::kLong, "put_(): Expected a long tensor for index, but got ",
+              index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "put_(): self and source expected to have the same dtype, "
+              "but got self.dtype = ", self.scalar_type(), " and source.dtype = ", source.scalar_type());
+  TORCH_CHECK(source.numel() == index.numel(), "put_(): Expected source and index to have the same number of "
+              "elements, but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
+  TORCH_CHECK_INDEX(self.numel() > 0 || index.numel() == 0, "put_(): Tried to put elements into an empty tensor");
+  if (index.numel() == 0) return self;
+  c10::DeviceGuard guard(self.device());
+  Program p("put_", self.device().index());
+  ir::Graph& g = p.graph();
+  int64_t n = self.numel(), k = index.numel();
+  ir::Value idx = lowering::wrap_negative(g, ir::reshape(g, p.read(index), {k}), n);
+  ir::Value r = lowering::combine_rows(g, ir::reshape(g, p.read(self), {n}), 0, idx,
+                                       ir::reshape(g, p.read(source), {k}),
+                                       accumulate ? ir::Combiner::Add : ir::Combiner::Replace);
+  p.write(self, ir::reshape(g, r, to_shape(self.sizes())));
+  p.run();
+  return self;
+}
+
+// index_fill_: the slices of self along dim picked by index take `value`.
+at::Tensor& index_fill_op(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
+  TORCH_CHECK_INDEX(index.scalar_type() == c10::kLong, "index_fill_(): Expected dtype int64 for index.");
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_fill_(): Index is supposed to be a vector");
+  TORCH_CHECK(value.dim() == 0, "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  int64_t d = wrap_dim(dim, self);
+  check_not_empty(self, d, index);
+  if (self.numel() == 0 || index.numel() == 0) return self;
+  c10::DeviceGuard guard(self.device());
+  Program p("index_fill_", self.device().index());
+  ir::Graph& g = p.graph();
+  int64_t size = self.dim() == 0 ? 1 : self.size(d), k = index.numel();
+  ir::Value idx = lowering::wrap_negative(g, ir::reshape(g, p.read(index), {k}), size);
+  ir::Value picked = lowering::combine_rows(g, ir::full(g, ir::DType::Pred, 0, {size}), 0, idx,
+                                            ir::full(g, ir::DType::Pred, 1, {k}), ir::Combiner::Replace);
+  ir::Shape shape = to_shape(self.sizes());
+  ir::Value mask = self.dim() == 0 ? ir::reshape(g, picked, {}) : ir::broadcast_in_dim(g, picked, shape, {d});
+  ir::Value v = ir::broadcast_in_dim(g, p.read_as(value, self.scalar_type()), shape, {});
+  p.write(self, ir::select(g, mask, v, p.read(self)));
+  p.run();
+  return self;
+}
+at::Tensor& index_fill_scalar(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
+  return index_fill_op(self, dim, index, scalar_operand(value));
+}
+at::Tensor& index_fill_tensor(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
+  return index_fill_op(self, dim, index, value);
+}
+
+// index_reduce is scatter_reduce with the index spread over source's shape.
+at::Tensor index_reduce_op(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           const at::Tensor& source, c10::string_view reduce, bool include_self, at::Tensor* out,
+                           bool inplace) {
+  at::index_reduce(meta(self), dim, meta(index), meta(source), reduce, include_self);  // ATen's checks
+  c10::ScalarType type = self.scalar_type();
+  auto [combiner, mean, identity] = reduction_of(reduce, type);
+  int64_t d = wrap_dim(dim, self);
+  check_not_empty(self, d, index);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = prepare_output(name, out, self.sizes(), type, self.device(), inplace);
+  if (output.numel() == 0) return output;
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value x = p.read(self);
+  if (index.numel() > 0) {
+    ir::Shape rows = self.dim() == 0 ? ir::Shape{index.numel()} : to_shape(self.sizes());
+    if (self.dim() > 0) rows[d] = index.numel();
+    ir::Value src = ir::reshape(g, p.read_as(source, type), rows);
+    int64_t sd = self.dim() == 0 ? 0 : d;
+    ir::Value idx = ir::broadcast_in_dim(g, ir::reshape(g, p.read(index), {index.numel()}), rows, {sd});
+    if (self.dim() == 0) x = ir::reshape(g, x, {1});
+    x = lowering::scatter_reduce_dim(g, x, sd, idx, src, combiner, mean, include_self,
+                                     p.scalar(identity, lowering::to_ir(type)));
+    x = ir::reshape(g, x, to_shape(self.sizes()));
+  }
+  p.write(output, x);
+  p.run();
+  return output;
+}
+at::Tensor index_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                        c10::string_view reduce, bool include_self) {
+  return index_reduce_op("index_reduce", self, dim, index, source, reduce, include_self, nullptr, false);
+}
+at::Tensor& index_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                          c10::string_view reduce, bool include_self) {
+  index_reduce_op("index_reduce_", self, dim, index, source, reduce, include_self, &self, true);
+  return self;
+}
+at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                             c10::string_view reduce, bool include_self, at::Tensor& out) {
+  index_reduce_op("index_reduce.out", self, dim, index, source, reduce, include_self, &out, false);
+  return out;
+}
+
+// ------------------------------------------------------------ repeat_interleave / nonzero_static
+
+// repeat_interleave(repeats): i repeated repeats[i] times. Without
+// output_size the host reads the total (and checks for negative repeats).
+at::Tensor repeat_interleave(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == c10::kLong || repeats.scalar_type() == c10::kInt,
+              "repeats has to be Long or Int tensor");
+  c10::DeviceGuard guard(repeats.device());
+  int64_t n = repeats.numel();
+  int64_t total = 0;
+  if (output_size.has_value()) {
+    total = output_size->expect_int();
+  } else if (n > 0) {
+    Program p("repeat_interleave", repeats.device().index());
+    ir::Graph& g = p.graph();
+    ir::Value r = ir::convert(g, p.read(repeats), ir::DType::S64);
+    ir::Value sum = ir::reduce(g, r, ir::constant_int(g, ir::DType::S64, 0), {0}, ir::Combiner::Add);
+    ir::Value min = ir::reduce(g, r, ir::constant_int(g, ir::DType::S64, INT64_MAX), {0}, ir::Combiner::Min);
+    ir::Value both = ir::concatenate(g, {ir::reshape(g, sum, {1}), ir::reshape(g, min, {1})}, 0);
+    engine::BufferRef buffer = p.run_for_result(both);
+    int64_t host[2] = {0, 0};
+    engine::Runtime::get().download(*buffer, host, sizeof(host));
+    TORCH_CHECK(host[1] >= 0, "repeats can not be negative");
+    total = host[0];
+  }
+  at::Tensor output = at::empty({total}, repeats.options());
+  if (total == 0 || n == 0) return output;
+  Program p("repeat_interleave", repeats.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value ends = lowering::prefix_sum(g, ir::convert(g, p.read(repeats), ir::DType::S64));
+  // Output j belongs to the first i whose running total exceeds j.
+  ir::Value j = ir::iota(g, ir::DType::S64, {total}, 0);
+  p.write(output, lowering::search_sorted(g, ends, j, /*right=*/true));
+  p.run();
+  return output;
+}
+
+at::Tensor nonzero_static_op(const at::Tensor& self, int64_t size, int64_t fill_value, at::Tensor* out) {
+  TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = prepare_output("nonzero_static", out, {size, self.dim()}, c10::kLong, self.device(), false);
+  if (output.numel() == 0) return output;
+  Program p("nonzero_static", self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value x = self.numel() == 0 ? ir::full(g, ir::DType::Pred, 0, {1}) : p.read(self);
+  ir::Value fill = p.scalar(fill_value, ir::DType::S64);
+  if (self.numel() == 0)
+    p.write(output, ir::broadcast_in_dim(g, fill, {size, self.dim()}, {}));
+  else
+    p.write(output, lowering::nonzero_static(g, x, size, fill));
+  p.run();
+  return output;
+}
+at::Tensor nonzero_static(const at::Tensor& self, c10::SymInt size, int64_t fill_value) {
+  return nonzero_static_op(self, size.expect_int(), fill_value, nullptr);
+}
+at::Tensor& nonzero_static_out(const at::Tensor& self, c10::SymInt size, int64_t fill_value, at::Tensor& out) {
+  nonzero_static_op(self, size.expect_int(), fill_value, &out);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -674,6 +858,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index.Tensor_out", index_out);
   m.impl("_index_put_impl_", index_put_impl_);
   m.impl("embedding_dense_backward", embedding_dense_backward);
+  m.impl("take", take);
+  m.impl("take.out", take_out);
+  m.impl("put_", put_);
+  m.impl("index_fill_.int_Scalar", index_fill_scalar);
+  m.impl("index_fill_.int_Tensor", index_fill_tensor);
+  m.impl("index_reduce", index_reduce);
+  m.impl("index_reduce_", index_reduce_);
+  m.impl("index_reduce.out", index_reduce_out);
+  m.impl("repeat_interleave.Tensor", repeat_interleave);
+  m.impl("nonzero_static", nonzero_static);
+  m.impl("nonzero_static.out", nonzero_static_out);
 }
 
 }  // namespace tpu::aten

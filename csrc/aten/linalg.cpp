@@ -1,5 +1,8 @@
 // Matrix products.
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/DeviceGuard.h>
@@ -105,6 +108,142 @@ at::Tensor& baddbmm_inplace(at::Tensor& self, const at::Tensor& b1, const at::Te
   return self;
 }
 
+
+// ------------------------------------------------------------ vector products
+
+// dot/vdot (vdot conjugates self: the same for real dtypes).
+at::Tensor dot_op(const char* name, const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ",
+              other.dim(), "D tensors");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), name, " : expected both vectors to have same dtype, but "
+              "found ", self.scalar_type(), " and ", other.scalar_type());
+  TORCH_CHECK(self.numel() == other.numel(), "inconsistent tensor size, expected tensor [", self.numel(),
+              "] and src [", other.numel(), "] to have the same number of elements, but got ", self.numel(), " and ",
+              other.numel(), " elements respectively");
+  TORCH_CHECK(self.scalar_type() != c10::kBool, "\"", name, "\" not implemented for 'Bool'");
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = at::empty({}, self.options());
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value r = lowering::contract(g, p.read(self), p.read(other), {}, {}, {0}, {0}, accumulate_type(self.scalar_type()));
+  p.write(output, r);
+  p.run();
+  return output;
+}
+at::Tensor dot(const at::Tensor& self, const at::Tensor& other) { return dot_op("dot", self, other); }
+at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) { return dot_op("vdot", self, other); }
+
+// beta * self + alpha * product, with product in `dtype` already; beta == 0
+// ignores self (NaNs included), as ATen does.
+ir::Value add_scaled(Program& p, ir::Value product, const at::Tensor& self, c10::ScalarType dtype,
+                     const c10::Scalar& beta, const c10::Scalar& alpha) {
+  ir::Graph& g = p.graph();
+  ir::DType compute = lowering::to_ir(dtype);
+  ir::Value r = product;
+  if (!scalar_is(alpha, 1)) r = lowering::scale(g, r, p.scalar(alpha, compute));
+  if (!scalar_is(beta, 0)) {
+    ir::Value bias = ir::broadcast_to(g, p.read_as(self, dtype), g.type(r).shape);
+    if (!scalar_is(beta, 1)) bias = lowering::scale(g, bias, p.scalar(beta, compute));
+    r = lowering::binary(g, Binary::Add, bias, r);
+  }
+  return r;
+}
+
+at::Tensor addmv_op(const char* name, const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
+                    const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor* out, bool inplace) {
+  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1 && self.dim() <= 1, "vector + matrix @ vector expected, got ",
+              self.dim(), ", ", mat.dim(), ", ", vec.dim());
+  TORCH_CHECK(mat.size(1) == vec.size(0) && (mat.size(0) == self.numel() || self.numel() == 1),
+              "size mismatch, got input (", self.dim() == 0 ? 1 : self.size(0), "), mat (", mat.size(0), "x",
+              mat.size(1), "), vec (", vec.size(0), ")");
+  TORCH_CHECK(mat.scalar_type() == vec.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
+              mat.scalar_type(), " != ", vec.scalar_type());
+  c10::ScalarType dtype = mat.scalar_type();
+  c10::DeviceGuard guard(mat.device());
+  at::Tensor output = prepare_output(name, out, {mat.size(0)}, dtype, mat.device(), inplace);
+  if (output.numel() == 0) return output;
+  Program p(name, mat.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value prod = lowering::contract(g, p.read(mat), p.read(vec), {}, {}, {1}, {0}, accumulate_type(dtype));
+  p.write(output, add_scaled(p, ir::convert(g, prod, lowering::to_ir(dtype)), self, dtype, beta, alpha));
+  p.run();
+  return output;
+}
+at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const c10::Scalar& beta,
+                 const c10::Scalar& alpha) {
+  return addmv_op("addmv", self, mat, vec, beta, alpha, nullptr, false);
+}
+at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const c10::Scalar& beta,
+                      const c10::Scalar& alpha, at::Tensor& out) {
+  addmv_op("addmv.out", self, mat, vec, beta, alpha, &out, false);
+  return out;
+}
+at::Tensor& addmv_inplace(at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const c10::Scalar& beta,
+                          const c10::Scalar& alpha) {
+  addmv_op("addmv_", self, mat, vec, beta, alpha, &self, true);
+  return self;
+}
+
+// beta * self + alpha * sum over the batch of batch1[i] @ batch2[i]: one
+// contraction over both the batch and the inner dim.
+at::Tensor addbmm_op(const char* name, const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                     const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor* out, bool inplace) {
+  TORCH_CHECK(b1.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(b2.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(b1.size(0) == b2.size(0), "batch1 and batch2 must have same number of batches, got ", b1.size(0),
+              " and ", b2.size(0));
+  TORCH_CHECK(b1.size(2) == b2.size(1), "Incompatible matrix sizes for bmm (", b1.size(1), "x", b1.size(2), " and ",
+              b2.size(1), "x", b2.size(2), ")");
+  TORCH_CHECK(b1.scalar_type() == b2.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
+              b1.scalar_type(), " != ", b2.scalar_type());
+  c10::DimVector shape{b1.size(1), b2.size(2)};
+  TORCH_CHECK(at::is_expandable_to(self.sizes(), shape), "The expanded size of the tensor (", shape,
+              ") must match the existing size (", self.sizes(), ")");
+  c10::ScalarType dtype = self.scalar_type();
+  c10::DeviceGuard guard(b1.device());
+  at::Tensor output = prepare_output(name, out, shape, dtype, b1.device(), inplace);
+  if (output.numel() == 0) return output;
+  Program p(name, b1.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value prod = lowering::contract(g, p.read(b1), p.read(b2), {}, {}, {0, 2}, {0, 1}, accumulate_type(dtype));
+  p.write(output, add_scaled(p, ir::convert(g, prod, lowering::to_ir(dtype)), self, dtype, beta, alpha));
+  p.run();
+  return output;
+}
+at::Tensor addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
+                  const c10::Scalar& alpha) {
+  return addbmm_op("addbmm", self, b1, b2, beta, alpha, nullptr, false);
+}
+at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
+                       const c10::Scalar& alpha, at::Tensor& out) {
+  addbmm_op("addbmm.out", self, b1, b2, beta, alpha, &out, false);
+  return out;
+}
+at::Tensor& addbmm_inplace(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
+                           const c10::Scalar& alpha) {
+  addbmm_op("addbmm_", self, b1, b2, beta, alpha, &self, true);
+  return self;
+}
+
+at::Tensor linalg_cross_op(const at::Tensor& self, const at::Tensor& other, int64_t dim, const at::Tensor* out) {
+  TORCH_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of dimensions.");
+  c10::DimVector shape = at::infer_size_dimvector(self.sizes(), other.sizes());
+  int64_t d = c10::maybe_wrap_dim(dim, static_cast<int64_t>(shape.size()));
+  TORCH_CHECK(self.size(d) == 3 && other.size(d) == 3, "linalg.cross: inputs dimension ", dim,
+              " must have length 3. Got ", self.size(d), " and ", other.size(d));
+  c10::ScalarType common = at::result_type(self, other);
+  return elementwise("linalg_cross", {self, other}, common, common,
+                     [d](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::cross(g, v[0], v[1], d); },
+                     out, false);
+}
+at::Tensor linalg_cross(const at::Tensor& self, const at::Tensor& other, int64_t dim) {
+  return linalg_cross_op(self, other, dim, nullptr);
+}
+at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, int64_t dim, at::Tensor& out) {
+  linalg_cross_op(self, other, dim, &out);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -118,6 +257,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("baddbmm", baddbmm);
   m.impl("baddbmm.out", baddbmm_out);
   m.impl("baddbmm_", baddbmm_inplace);
+  m.impl("dot", dot);
+  m.impl("vdot", vdot);
+  m.impl("addmv", addmv);
+  m.impl("addmv.out", addmv_out);
+  m.impl("addmv_", addmv_inplace);
+  m.impl("addbmm", addbmm);
+  m.impl("addbmm.out", addbmm_out);
+  m.impl("addbmm_", addbmm_inplace);
+  m.impl("linalg_cross", linalg_cross);
+  m.impl("linalg_cross.out", linalg_cross_out);
 }
 
 }  // namespace tpu::aten

@@ -1,6 +1,7 @@
 // Reductions: sums, products, extrema and their indices, moments, norms,
 // logical reductions and cumulative scans.
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -8,6 +9,8 @@
 #include <functional>
 
 #include "aten/op_helpers.h"
+#include "engine/runtime.h"
+#include "lowering/elementwise.h"
 #include "ir/ops.h"
 #include "lowering/reduce.h"
 #include "lowering/types.h"
@@ -495,6 +498,112 @@ at::Tensor& cumprod_inplace(at::Tensor& self, int64_t dim, std::optional<c10::Sc
   return self;
 }
 
+
+// ------------------------------------------------------------ nansum / count_nonzero / trace / equal / renorm
+
+at::Tensor nansum_op(const char* name, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                     c10::ScalarType result, at::Tensor* out) {
+  TORCH_CHECK(!self.is_complex(), "nansum does not support complex inputs");
+  ir::Dims dims = dims_of(self, dim);
+  return reduce_op(name, self, dims, keepdim, {{result, out}}, [&](ir::Graph& g, ir::Value x) -> Values {
+    ir::Value clean = ir::select(g, lowering::is_nan(g, x), lowering::splat(g, x, 0), x);
+    return {lowering::sum(g, clean, dims, keepdim, lowering::accumulate_dtype(ir_of(result)), ir_of(result))};
+  })[0];
+}
+at::Tensor nansum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<c10::ScalarType> dtype) {
+  return nansum_op("nansum", self, dim, keepdim, sum_result_type(self, dtype), nullptr);
+}
+at::Tensor& nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  nansum_op("nansum.out", self, dim, keepdim, dtype.value_or(out.scalar_type()), &out);
+  return out;
+}
+
+at::Tensor count_nonzero_dims(const at::Tensor& self, at::IntArrayRef dim) {
+  ir::Dims dims = dims_of(self, dim);
+  return reduce_op("count_nonzero", self, dims, false, {{c10::kLong, nullptr}}, [&](ir::Graph& g, ir::Value x) -> Values {
+    ir::Value nz = ir::compare(g, x, lowering::splat(g, x, 0), ir::Compare::NE);
+    return {lowering::sum(g, ir::convert(g, nz, ir::DType::S64), dims, false, ir::DType::S64, ir::DType::S64)};
+  })[0];
+}
+
+at::Tensor trace(const at::Tensor& self) {
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  c10::ScalarType result = sum_result_type(self, std::nullopt);
+  return reduce_op("trace", self, {0, 1}, false, {{result, nullptr}}, [&](ir::Graph& g, ir::Value x) -> Values {
+    const ir::Shape shape = g.type(x).shape;
+    ir::Value diagonal = ir::compare(g, ir::iota(g, ir::DType::S64, shape, 0), ir::iota(g, ir::DType::S64, shape, 1),
+                                     ir::Compare::EQ);
+    ir::Value on = ir::select(g, diagonal, x, lowering::splat(g, x, 0));
+    return {lowering::sum(g, on, {0, 1}, false, lowering::accumulate_dtype(ir_of(result)), ir_of(result))};
+  })[0];
+}
+
+// Same sizes and every element equal (NaN != NaN), read back to the host.
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different devices. Got: ",
+              self.device(), " and ", other.device());
+  if (!self.sizes().equals(other.sizes())) return false;
+  if (self.numel() == 0) return true;
+  c10::ScalarType common = at::result_type(self, other);
+  c10::DeviceGuard guard(self.device());
+  Program p("equal", self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value eq = ir::compare(g, p.read_as(self, common), p.read_as(other, common), ir::Compare::EQ);
+  ir::Dims all = dims_of(self, std::nullopt);
+  ir::Value r = ir::convert(g, lowering::all(g, eq, all, false), ir::DType::S64);
+  engine::BufferRef buffer = p.run_for_result(r);
+  int64_t v = 0;
+  engine::Runtime::get().download(*buffer, &v, sizeof(v));
+  return v != 0;
+}
+
+// Each slice along `dim` whose p-norm exceeds maxnorm is scaled down to it
+// (by maxnorm / (norm + 1e-7), as ATen).
+at::Tensor renorm_op(const char* name, const at::Tensor& self, const c10::Scalar& p, int64_t dim,
+                     const c10::Scalar& maxnorm, at::Tensor* out, bool inplace) {
+  TORCH_CHECK(!p.isComplex(), "renorm: p must be real-valued");
+  TORCH_CHECK(p.toDouble() > 0, "renorm: non-positive-norm not supported");
+  TORCH_CHECK(!maxnorm.isComplex(), "renorm: maxnorm must be real-valued");
+  TORCH_CHECK(maxnorm.toDouble() >= 0, "renorm: expected maxnorm to be >= 0 but got ", maxnorm.toDouble());
+  TORCH_CHECK(self.dim() > 1, "renorm: input needs at least 2 dimensions, got ", self.dim(), " dimensions");
+  TORCH_CHECK(c10::isFloatingType(self.scalar_type()), "renorm: expected a floating point input, got ",
+              self.scalar_type());
+  int64_t d = lowering::wrap_dim(dim, self.dim());
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), inplace);
+  if (self.numel() == 0) return output;
+  Program prog(name, self.device().index());
+  ir::Graph& g = prog.graph();
+  ir::DType dtype = ir_of(self.scalar_type()), acc = lowering::accumulate_dtype(dtype);
+  ir::Value x = ir::convert(g, prog.read(self), acc);
+  ir::Dims dims;
+  for (int64_t j = 0; j < self.dim(); ++j)
+    if (j != d) dims.push_back(j);
+  const ir::Shape shape = g.type(x).shape;
+  ir::Value norm = lowering::expand_reduced(g, lowering::vector_norm(g, x, p.toDouble(), dims, false, acc), shape, dims);
+  ir::Value limit = ir::broadcast_in_dim(g, prog.scalar(maxnorm, acc), shape, {});
+  ir::Value factor = ir::binary(g, "stablehlo.divide", limit,
+                                ir::binary(g, "stablehlo.add", norm, lowering::splat(g, norm, 1e-7)));
+  factor = ir::select(g, ir::compare(g, norm, limit, ir::Compare::GT), factor, lowering::splat(g, norm, 1));
+  prog.write(output, ir::convert(g, ir::binary(g, "stablehlo.multiply", x, factor), dtype));
+  prog.run();
+  return output;
+}
+at::Tensor renorm(const at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm) {
+  return renorm_op("renorm", self, p, dim, maxnorm, nullptr, false);
+}
+at::Tensor& renorm_inplace(at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm) {
+  renorm_op("renorm_", self, p, dim, maxnorm, &self, true);
+  return self;
+}
+at::Tensor& renorm_out(const at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm,
+                       at::Tensor& out) {
+  renorm_op("renorm.out", self, p, dim, maxnorm, &out, false);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -563,6 +672,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cumprod", cumprod);
   m.impl("cumprod.out", cumprod_out);
   m.impl("cumprod_", cumprod_inplace);
+  m.impl("nansum", nansum);
+  m.impl("nansum.out", nansum_out);
+  m.impl("count_nonzero.dim_IntList", count_nonzero_dims);
+  m.impl("trace", trace);
+  m.impl("equal", equal);
+  m.impl("renorm", renorm);
+  m.impl("renorm_", renorm_inplace);
+  m.impl("renorm.out", renorm_out);
 }
 
 }  // namespace tpu::aten

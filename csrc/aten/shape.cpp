@@ -297,6 +297,24 @@ at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   return out;
 }
 
+
+// eye: ones where row == column, in out's dtype.
+at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  out.resize_({n, m});
+  if (out.numel() == 0) return out;
+  c10::DeviceGuard guard(out.device());
+  Program p("eye.m_out", out.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value diagonal = ir::compare(g, ir::iota(g, ir::DType::S64, {n, m}, 0), ir::iota(g, ir::DType::S64, {n, m}, 1),
+                                   ir::Compare::EQ);
+  p.write(out, ir::convert(g, diagonal, lowering::to_ir(out.scalar_type())));
+  p.run();
+  return out;
+}
+at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -314,6 +332,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("repeat", repeat);
   m.impl("arange.start_out", arange_out);
   m.impl("linspace.out", linspace_out);
+  m.impl("eye.out", eye_out);
+  m.impl("eye.m_out", eye_m_out);
 }
 
 }  // namespace tpu::aten

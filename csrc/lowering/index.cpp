@@ -288,6 +288,24 @@ Value compact_positions(ir::Graph& g, Value mask_flat) {
 
 }  // namespace
 
+namespace {
+
+// Row-major coordinates [count, rank] of the flat positions `where` (s64,
+// [count]) in a tensor of `shape`.
+Value coordinates(ir::Graph& g, Value where, const ir::Shape& shape) {
+  int64_t count = g.type(where).shape.at(0);
+  std::vector<int64_t> strides = row_major_strides(shape);
+  std::vector<Value> coords;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    Value c = ir::binary(g, "stablehlo.divide", where, s64_full(g, strides[d], {count}));
+    if (d > 0) c = ir::binary(g, "stablehlo.remainder", c, s64_full(g, shape[d], {count}));
+    coords.push_back(ir::reshape(g, c, {count, 1}));
+  }
+  return coords.size() == 1 ? coords[0] : ir::concatenate(g, coords, 1);
+}
+
+}  // namespace
+
 Value nonzero(ir::Graph& g, Value x, int64_t count) {
   const ir::Type& t = g.type(x);
   ir::Shape shape = t.shape;
@@ -298,14 +316,24 @@ Value nonzero(ir::Graph& g, Value x, int64_t count) {
   Value mask = ir::compare(g, flat, ir::full(g, t.dtype, 0, {n}), ir::Compare::NE);
   Value where = ir::scatter_rows(g, s64_full(g, 0, {count}), compact_positions(g, mask),
                                  ir::iota(g, DType::S64, {n}, 0), ir::Combiner::Replace);
-  std::vector<int64_t> strides = row_major_strides(shape);
-  std::vector<Value> coords;
-  for (int64_t d = 0; d < rank; ++d) {
-    Value c = ir::binary(g, "stablehlo.divide", where, s64_full(g, strides[d], {count}));
-    if (d > 0) c = ir::binary(g, "stablehlo.remainder", c, s64_full(g, shape[d], {count}));
-    coords.push_back(ir::reshape(g, c, {count, 1}));
-  }
-  return coords.size() == 1 ? coords[0] : ir::concatenate(g, coords, 1);
+  return coordinates(g, where, shape);
+}
+
+Value nonzero_static(ir::Graph& g, Value x, int64_t size, Value fill) {
+  const ir::Type& t = g.type(x);
+  ir::Shape shape = t.shape;
+  int64_t rank = static_cast<int64_t>(shape.size());
+  if (size == 0 || rank == 0) return s64_full(g, 0, {size, rank});
+  int64_t n = ir::numel(shape);
+  Value flat = ir::reshape(g, x, {n});
+  Value mask = ir::compare(g, flat, ir::full(g, t.dtype, 0, {n}), ir::Compare::NE);
+  // Positions past `size` fall outside the result and are dropped by the scatter.
+  Value where = ir::scatter_rows(g, s64_full(g, -1, {size}), compact_positions(g, mask),
+                                 ir::iota(g, DType::S64, {n}, 0), ir::Combiner::Replace);
+  Value unused = ir::compare(g, where, s64_full(g, -1, {size}), ir::Compare::EQ);
+  Value coords = coordinates(g, ir::select(g, unused, s64_full(g, 0, {size}), where), shape);
+  return ir::select(g, ir::broadcast_in_dim(g, unused, {size, rank}, {0}),
+                    ir::broadcast_in_dim(g, fill, {size, rank}, {}), coords);
 }
 
 Value masked_select(ir::Graph& g, Value x, Value mask, int64_t count) {

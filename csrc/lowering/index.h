@@ -59,6 +59,9 @@ ir::Value prefix_sum(ir::Graph& g, ir::Value x);
 // Coordinates (s64, [count, rank]) of the nonzero elements in row-major order;
 // `count` is the host-known number of them.
 ir::Value nonzero(ir::Graph& g, ir::Value x, int64_t count);
+// nonzero_static: the first `size` coordinates, rows past the nonzero count
+// filled with `fill` (an s64 scalar).
+ir::Value nonzero_static(ir::Graph& g, ir::Value x, int64_t size, ir::Value fill);
 // The elements of x where the predicate `mask` (x's shape) holds, row-major.
 ir::Value masked_select(ir::Graph& g, ir::Value x, ir::Value mask, int64_t count);
 

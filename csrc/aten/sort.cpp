@@ -1,0 +1,588 @@
+// Sorting and order statistics: sort, topk, kthvalue, median/nanmedian, mode,
+// unique (_unique2, _unique, unique_consecutive), cummax/cummin helpers,
+// _logcumsumexp, isin, searchsorted/bucketize and histc. The lowerings are in
+// lowering/sort.*.
+//
+// unique's result size depends on the data: one program counts the distinct
+// values, the host reads the count, a second one fills results of that size
+// (the sync CUDA makes too).
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/result_type.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <functional>
+#include <limits>
+
+#include "aten/op_helpers.h"
+#include "engine/runtime.h"
+#include "ir/ops.h"
+#include "lowering/elementwise.h"
+#include "lowering/index.h"
+#include "lowering/reduce.h"
+#include "lowering/sort.h"
+#include "lowering/types.h"
+
+namespace tpu::aten {
+namespace {
+
+using Values = std::vector<ir::Value>;
+using BuildMany = std::function<Values(ir::Graph&, const Values&)>;
+
+// One program: `build` maps the values of `inputs` to one value per output
+// (shaped like the output), written through the outputs' views.
+void run_program(const char* name, const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
+                 const BuildMany& build) {
+  Program p(name, inputs.at(0).device().index());
+  Values in;
+  for (const at::Tensor& t : inputs) in.push_back(p.read(t));
+  Values out = build(p.graph(), in);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    p.write(outputs[i], ir::reshape(p.graph(), out[i], to_shape(outputs[i].sizes())));
+  p.run();
+}
+
+int64_t download_s64(Program& p, ir::Value v) {
+  engine::BufferRef buffer = p.run_for_result(v);
+  int64_t n = 0;
+  engine::Runtime::get().download(*buffer, &n, sizeof(n));
+  return n;
+}
+
+c10::DimVector reduced_sizes(const at::Tensor& self, int64_t dim, bool keepdim) {
+  c10::DimVector s(self.sizes().begin(), self.sizes().end());
+  if (self.dim() == 0) return s;
+  if (keepdim)
+    s[dim] = 1;
+  else
+    s.erase(s.begin() + dim);
+  return s;
+}
+
+void check_sortable(const char* name, const at::Tensor& self) {
+  TORCH_CHECK(!self.is_complex(), name, "(): does not support complex input");
+}
+
+// ------------------------------------------------------------ sort / topk / kthvalue
+
+std::tuple<at::Tensor, at::Tensor> sort_op(const char* name, const at::Tensor& self, int64_t dim, bool descending,
+                                           at::Tensor* values, at::Tensor* indices) {
+  check_sortable(name, self);
+  int64_t d = lowering::wrap_dim(dim, self.dim());
+  c10::DeviceGuard guard(self.device());
+  at::Tensor v = prepare_output(name, values, self.sizes(), self.scalar_type(), self.device(), false);
+  at::Tensor i = prepare_output(name, indices, self.sizes(), c10::kLong, self.device(), false);
+  if (self.numel() == 0) return {v, i};
+  run_program(name, {self}, {v, i}, [&](ir::Graph& g, const Values& x) -> Values {
+    auto r = lowering::sort(g, x[0], d, descending);
+    return {r.values, r.indices};
+  });
+  return {v, i};
+}
+// Every sort is stable here (a stable sort is a valid unstable one).
+std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                               bool descending) {
+  return sort_op("sort", self, dim, descending, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self, std::optional<bool> stable,
+                                                        int64_t dim, bool descending, at::Tensor& values,
+                                                        at::Tensor& indices) {
+  sort_op("sort.values_stable", self, dim, descending, &values, &indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> topk_op(const at::Tensor& self, int64_t k, int64_t dim, bool largest,
+                                           at::Tensor* values, at::Tensor* indices) {
+  check_sortable("topk", self);
+  int64_t d = lowering::wrap_dim(dim, self.dim());
+  int64_t size = self.dim() == 0 ? 1 : self.size(d);
+  TORCH_CHECK(k >= 0 && k <= size, "selected index k out of range");
+  c10::DimVector shape(self.sizes().begin(), self.sizes().end());
+  if (self.dim() > 0) shape[d] = k;
+  c10::DeviceGuard guard(self.device());
+  at::Tensor v = prepare_output("topk", values, shape, self.scalar_type(), self.device(), false);
+  at::Tensor i = prepare_output("topk", indices, shape, c10::kLong, self.device(), false);
+  if (v.numel() == 0) return {v, i};
+  run_program("topk", {self}, {v, i}, [&](ir::Graph& g, const Values& x) -> Values {
+    auto r = lowering::topk(g, x[0], k, d, largest);
+    return {r.values, r.indices};
+  });
+  return {v, i};
+}
+std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
+                                        bool sorted) {
+  return topk_op(self, k.expect_int(), dim, largest, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
+                                                 bool sorted, at::Tensor& values, at::Tensor& indices) {
+  topk_op(self, k.expect_int(), dim, largest, &values, &indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> kthvalue_values(const at::Tensor& self, int64_t k, int64_t dim, bool keepdim,
+                                                     at::Tensor& values, at::Tensor& indices) {
+  check_sortable("kthvalue", self);
+  int64_t d = lowering::wrap_dim(dim, self.dim());
+  int64_t size = self.dim() == 0 ? 1 : self.size(d);
+  TORCH_CHECK(k >= 1 && k <= size, "kthvalue(): selected number k out of range for dimension ", dim);
+  c10::DeviceGuard guard(self.device());
+  c10::DimVector shape = reduced_sizes(self, d, keepdim);
+  prepare_output("kthvalue", &values, shape, self.scalar_type(), self.device(), false);
+  prepare_output("kthvalue", &indices, shape, c10::kLong, self.device(), false);
+  if (values.numel() == 0) return {values, indices};
+  run_program("kthvalue", {self}, {values, indices}, [&](ir::Graph& g, const Values& x) -> Values {
+    auto r = lowering::kthvalue(g, x[0], k, d);
+    return {r.values, r.indices};
+  });
+  return {values, indices};
+}
+
+// ------------------------------------------------------------ median / nanmedian / mode
+
+std::tuple<at::Tensor, at::Tensor> median_dim_op(const char* name, bool ignore_nan, const at::Tensor& self,
+                                                 int64_t dim, bool keepdim, at::Tensor* values, at::Tensor* indices) {
+  check_sortable(name, self);
+  int64_t d = lowering::wrap_dim(dim, self.dim());
+  if (self.dim() > 0)
+    TORCH_CHECK_INDEX(self.size(d) > 0, name, "(): Expected reduction dim ", d, " to have non-zero size.");
+  c10::DeviceGuard guard(self.device());
+  c10::DimVector shape = reduced_sizes(self, d, keepdim);
+  at::Tensor v = prepare_output(name, values, shape, self.scalar_type(), self.device(), false);
+  at::Tensor i = prepare_output(name, indices, shape, c10::kLong, self.device(), false);
+  if (v.numel() == 0) return {v, i};
+  run_program(name, {self}, {v, i}, [&](ir::Graph& g, const Values& x) -> Values {
+    auto r = lowering::median(g, x[0], d, ignore_nan);
+    return {r.values, r.indices};
+  });
+  return {v, i};
+}
+std::tuple<at::Tensor&, at::Tensor&> median_dim_values(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                       at::Tensor& values, at::Tensor& indices) {
+  median_dim_op("median", false, self, dim, keepdim, &values, &indices);
+  return {values, indices};
+}
+std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_values(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                          at::Tensor& values, at::Tensor& indices) {
+  median_dim_op("nanmedian", true, self, dim, keepdim, &values, &indices);
+  return {values, indices};
+}
+// The median of all elements (0-dim); NaN for an empty tensor, as on CPU.
+at::Tensor median_all_op(const char* name, bool ignore_nan, const at::Tensor& self) {
+  check_sortable(name, self);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor v = at::empty({}, self.options());
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  if (self.numel() == 0) {
+    p.write(v, ir::full(g, lowering::to_ir(self.scalar_type()), std::numeric_limits<double>::quiet_NaN(), {}));
+  } else {
+    ir::Value flat = ir::reshape(g, p.read(self), {self.numel()});
+    p.write(v, lowering::median(g, flat, 0, ignore_nan).values);
+  }
+  p.run();
+  return v;
+}
+at::Tensor median_all(const at::Tensor& self) { return median_all_op("median", false, self); }
+at::Tensor nanmedian_all(const at::Tensor& self) { return median_all_op("nanmedian", true, self); }
+
+std::tuple<at::Tensor, at::Tensor> mode(const at::Tensor& self, int64_t dim, bool keepdim) {
+  check_sortable("mode", self);
+  int64_t d = lowering::wrap_dim(dim, self.dim());
+  if (self.dim() > 0)
+    TORCH_CHECK_INDEX(self.size(d) > 0, "mode(): Expected reduction dim ", d, " to have non-zero size.");
+  c10::DeviceGuard guard(self.device());
+  c10::DimVector shape = reduced_sizes(self, d, keepdim);
+  at::Tensor v = at::empty(shape, self.options());
+  at::Tensor i = at::empty(shape, self.options().dtype(c10::kLong));
+  if (v.numel() == 0) return {v, i};
+  run_program("mode", {self}, {v, i}, [&](ir::Graph& g, const Values& x) -> Values {
+    auto r = lowering::mode(g, x[0], d);
+    return {r.values, r.indices};
+  });
+  return {v, i};
+}
+
+// ------------------------------------------------------------ unique
+
+struct UniqueResult {
+  at::Tensor values, inverse, counts;
+};
+
+// unique of the flattened self (sorted or consecutive runs).
+UniqueResult unique_flat(const char* name, const at::Tensor& self, bool sort, bool return_inverse,
+                         bool return_counts) {
+  c10::DeviceGuard guard(self.device());
+  auto opts = self.options();
+  int64_t n = self.numel();
+  int64_t count = 0;
+  if (n > 0) {
+    Program p(name, self.device().index());
+    ir::Graph& g = p.graph();
+    lowering::Runs r = lowering::runs(g, ir::reshape(g, p.read(self), {n}), sort);
+    count = download_s64(p, lowering::run_count(g, r));
+  }
+  UniqueResult u;
+  u.values = at::empty({count}, opts);
+  u.inverse = at::empty(return_inverse ? self.sizes() : c10::IntArrayRef{0}, opts.dtype(c10::kLong));
+  u.counts = at::empty({return_counts ? count : 0}, opts.dtype(c10::kLong));
+  if (n == 0) return u;
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  lowering::Runs r = lowering::runs(g, ir::reshape(g, p.read(self), {n}), sort);
+  lowering::RunResults rr = lowering::run_results(g, r, count);
+  p.write(u.values, rr.values);
+  if (return_inverse) p.write(u.inverse, ir::reshape(g, rr.inverse, to_shape(self.sizes())));
+  if (return_counts) p.write(u.counts, rr.counts);
+  p.run();
+  return u;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool sorted, bool return_inverse,
+                                                       bool return_counts) {
+  // Unsorted unique may return any order; sorted order is one of them.
+  UniqueResult u = unique_flat("_unique2", self, true, return_inverse, return_counts);
+  return {u.values, u.inverse, u.counts};
+}
+std::tuple<at::Tensor, at::Tensor> unique1(const at::Tensor& self, bool sorted, bool return_inverse) {
+  UniqueResult u = unique_flat("_unique", self, true, return_inverse, false);
+  return {u.values, u.inverse};
+}
+
+// unique_consecutive along a dim: whole slices compared.
+UniqueResult unique_consecutive_dim(const at::Tensor& self, int64_t dim, bool return_inverse, bool return_counts) {
+  int64_t d = lowering::wrap_dim(dim, self.dim());
+  c10::DeviceGuard guard(self.device());
+  auto opts = self.options();
+  int64_t n = self.size(d);
+  TORCH_CHECK(self.numel() > 0 || n == 0, "Number of zero sized dimensions is more than one, so unique cannot be "
+              "applied ");
+  ir::Dims perm{d};
+  for (int64_t j = 0; j < self.dim(); ++j)
+    if (j != d) perm.push_back(j);
+  int64_t width = n == 0 ? 0 : self.numel() / n;
+  auto first_of = [&](ir::Graph& g, ir::Value x) {
+    ir::Value rows = ir::reshape(g, ir::transpose(g, x, perm), {n, width});
+    ir::Value prev = ir::pad(g, ir::slice(g, rows, {0, 0}, {n - 1, width}), ir::constant(g, g.type(x).dtype, 0),
+                             {1, 0}, {0, 0});
+    ir::Value diff = lowering::any(g, ir::compare(g, rows, prev, ir::Compare::NE), {1}, false);
+    ir::Value i = ir::iota(g, ir::DType::S64, {n}, 0);
+    ir::Value at0 = ir::compare(g, i, ir::full(g, ir::DType::S64, 0, {n}), ir::Compare::EQ);
+    return std::make_pair(rows, ir::binary(g, "stablehlo.or", diff, at0));
+  };
+  int64_t count = 0;
+  if (n > 0) {
+    Program p("unique_consecutive", self.device().index());
+    ir::Graph& g = p.graph();
+    auto [rows, first] = first_of(g, p.read(self));
+    count = download_s64(p, ir::reduce(g, ir::convert(g, first, ir::DType::S64), ir::constant_int(g, ir::DType::S64, 0),
+                                       {0}, ir::Combiner::Add));
+  }
+  c10::DimVector shape(self.sizes().begin(), self.sizes().end());
+  shape[d] = count;
+  UniqueResult u;
+  u.values = at::empty(shape, opts);
+  u.inverse = at::empty({return_inverse ? n : 0}, opts.dtype(c10::kLong));
+  u.counts = at::empty({return_counts ? count : 0}, opts.dtype(c10::kLong));
+  if (n == 0 || (u.values.numel() == 0 && !return_inverse && !return_counts)) return u;
+  Program p("unique_consecutive", self.device().index());
+  ir::Graph& g = p.graph();
+  auto [rows, first] = first_of(g, p.read(self));
+  ir::Value id = ir::binary(g, "stablehlo.subtract", lowering::prefix_sum(g, ir::convert(g, first, ir::DType::S64)),
+                            ir::full(g, ir::DType::S64, 1, {n}));
+  ir::Value firsts = ir::select(g, first, id, ir::full(g, ir::DType::S64, -1, {n}));
+  ir::Value where = ir::scatter_rows(g, ir::full(g, ir::DType::S64, 0, {count}), firsts,
+                                     ir::iota(g, ir::DType::S64, {n}, 0), ir::Combiner::Replace);
+  if (u.values.numel() > 0) {
+    ir::Value picked = ir::gather_rows(g, rows, where);
+    ir::Shape moved{count};
+    for (size_t j = 1; j < perm.size(); ++j) moved.push_back(self.size(perm[j]));
+    ir::Dims inv(perm.size());
+    for (size_t j = 0; j < perm.size(); ++j) inv[perm[j]] = static_cast<int64_t>(j);
+    p.write(u.values, ir::transpose(g, ir::reshape(g, picked, moved), inv));
+  }
+  if (return_inverse) p.write(u.inverse, id);
+  if (return_counts)
+    p.write(u.counts, ir::scatter_rows(g, ir::full(g, ir::DType::S64, 0, {count}), id,
+                                       ir::full(g, ir::DType::S64, 1, {n}), ir::Combiner::Add));
+  p.run();
+  return u;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(const at::Tensor& self, bool return_inverse,
+                                                                  bool return_counts, std::optional<int64_t> dim) {
+  UniqueResult u = dim.has_value() && self.dim() > 0
+                       ? unique_consecutive_dim(self, *dim, return_inverse, return_counts)
+                       : unique_flat("unique_consecutive", self, false, return_inverse, return_counts);
+  return {u.values, u.inverse, u.counts};
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim_consecutive(const at::Tensor& self, int64_t dim,
+                                                                      bool return_inverse, bool return_counts) {
+  UniqueResult u = self.dim() > 0 ? unique_consecutive_dim(self, dim, return_inverse, return_counts)
+                                  : unique_flat("unique_dim_consecutive", self, false, return_inverse, return_counts);
+  return {u.values, u.inverse, u.counts};
+}
+
+// ------------------------------------------------------------ cummax / cummin / logcumsumexp
+
+void cum_extreme_op(const char* name, bool is_max, const at::Tensor& self, at::Tensor& values, at::Tensor& indices,
+                    int64_t dim) {
+  int64_t d = lowering::wrap_dim(dim, self.dim());
+  c10::DeviceGuard guard(self.device());
+  prepare_output(name, &values, self.sizes(), self.scalar_type(), self.device(), false);
+  prepare_output(name, &indices, self.sizes(), c10::kLong, self.device(), false);
+  if (self.numel() == 0) return;
+  run_program(name, {self}, {values, indices}, [&](ir::Graph& g, const Values& x) -> Values {
+    auto r = lowering::cum_extreme(g, x[0], d, is_max);
+    return {r.values, r.indices};
+  });
+}
+void cummax_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  cum_extreme_op("cummax", true, self, values, indices, dim);
+}
+void cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  cum_extreme_op("cummin", false, self, values, indices, dim);
+}
+
+at::Tensor logcumsumexp_op(const at::Tensor& self, int64_t dim, at::Tensor* out) {
+  TORCH_CHECK(c10::isFloatingType(self.scalar_type()), "logcumsumexp(): expected a floating point input, got ",
+              self.scalar_type());
+  int64_t d = lowering::wrap_dim(dim, self.dim());
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = prepare_output("_logcumsumexp", out, self.sizes(), self.scalar_type(), self.device(), false);
+  if (self.numel() == 0) return output;
+  run_program("_logcumsumexp", {self}, {output}, [&](ir::Graph& g, const Values& x) -> Values {
+    return {lowering::logcumsumexp(g, x[0], d)};
+  });
+  return output;
+}
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) { return logcumsumexp_op(self, dim, nullptr); }
+at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  logcumsumexp_op(self, dim, &out);
+  return out;
+}
+
+// ------------------------------------------------------------ isin
+
+at::Tensor isin_op(const at::Tensor& elements, const at::Tensor& test, bool invert, at::Tensor* out) {
+  c10::ScalarType common = at::result_type(elements, test);
+  const at::Tensor& any_device = elements.is_privateuseone() ? elements : test;
+  c10::DeviceGuard guard(any_device.device());
+  at::Tensor output = prepare_output("isin", out, elements.sizes(), c10::kBool, any_device.device(), false);
+  if (output.numel() == 0) return output;
+  Program p("isin", any_device.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value r = lowering::isin(g, p.read_as(elements, common), p.read_as(test, common));
+  if (invert) r = ir::unary(g, "stablehlo.not", r);
+  p.write(output, r);
+  p.run();
+  return output;
+}
+at::Tensor isin_tt(const at::Tensor& e, const at::Tensor& t, bool assume_unique, bool invert) {
+  return isin_op(e, t, invert, nullptr);
+}
+at::Tensor& isin_tt_out(const at::Tensor& e, const at::Tensor& t, bool assume_unique, bool invert, at::Tensor& out) {
+  isin_op(e, t, invert, &out);
+  return out;
+}
+at::Tensor isin_ts(const at::Tensor& e, const c10::Scalar& t, bool assume_unique, bool invert) {
+  return isin_op(e, scalar_operand(t), invert, nullptr);
+}
+at::Tensor& isin_ts_out(const at::Tensor& e, const c10::Scalar& t, bool assume_unique, bool invert, at::Tensor& out) {
+  isin_op(e, scalar_operand(t), invert, &out);
+  return out;
+}
+// A scalar element: its result is 0-dim.
+at::Tensor isin_st(const c10::Scalar& e, const at::Tensor& t, bool assume_unique, bool invert) {
+  return isin_op(scalar_operand(e), t, invert, nullptr);
+}
+at::Tensor& isin_st_out(const c10::Scalar& e, const at::Tensor& t, bool assume_unique, bool invert, at::Tensor& out) {
+  isin_op(scalar_operand(e), t, invert, &out);
+  return out;
+}
+
+// ------------------------------------------------------------ searchsorted / bucketize
+
+at::Tensor search_op(const char* name, const at::Tensor& boundaries, const at::Tensor& input, bool out_int32,
+                     bool right, const std::optional<at::Tensor>& sorter, at::Tensor* out) {
+  TORCH_CHECK(!boundaries.is_complex() && !input.is_complex(), name, "(): complex tensors are not supported");
+  TORCH_CHECK(boundaries.dim() > 0, "torch.searchsorted(): boundaries tensor should have positive dimension, but "
+              "got 0 dimension");
+  if (boundaries.dim() > 1) {
+    bool match = input.dim() == boundaries.dim();
+    for (int64_t j = 0; match && j + 1 < boundaries.dim(); ++j) match = input.size(j) == boundaries.size(j);
+    TORCH_CHECK(match, "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
+                "of boundaries tensor and input value tensor must match, but we got boundaries tensor ",
+                boundaries.sizes(), " and input value tensor ", input.sizes());
+  }
+  bool use_sorter = sorter.has_value() && sorter->defined();
+  if (use_sorter)
+    TORCH_CHECK(sorter->sizes() == boundaries.sizes(), "torch.searchsorted(): boundary and sorter must have the same "
+                "size, but got boundary tensor ", boundaries.sizes(), "and got sorter tensor ", sorter->sizes());
+  c10::ScalarType common = at::result_type(boundaries, input);
+  c10::DeviceGuard guard(boundaries.device());
+  at::Tensor output =
+      prepare_output(name, out, input.sizes(), out_int32 ? c10::kInt : c10::kLong, boundaries.device(), false);
+  if (output.numel() == 0) return output;
+  Program p(name, boundaries.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value b = p.read_as(boundaries, common);
+  if (use_sorter) b = lowering::gather_dim(g, b, boundaries.dim() - 1, p.read(*sorter));
+  p.write(output, lowering::search_sorted(g, b, p.read_as(input, common), right));
+  p.run();
+  return output;
+}
+
+bool side_is_right(bool right, const std::optional<c10::string_view>& side) {
+  if (!side.has_value()) return right;
+  TORCH_CHECK(*side == "left" || *side == "right", "torch.searchsorted(): side can only be 'left' or 'right' but "
+              "got ", *side);
+  TORCH_CHECK(!right || *side == "right", "torch.searchsorted(): side and right can't be set to opposites, got side "
+              "of ", *side, " while right was True");
+  return *side == "right";
+}
+
+at::Tensor searchsorted_t(const at::Tensor& seq, const at::Tensor& self, bool out_int32, bool right,
+                          std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  return search_op("searchsorted", seq, self, out_int32, side_is_right(right, side), sorter, nullptr);
+}
+at::Tensor& searchsorted_t_out(const at::Tensor& seq, const at::Tensor& self, bool out_int32, bool right,
+                               std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
+                               at::Tensor& out) {
+  search_op("searchsorted", seq, self, out_int32, side_is_right(right, side), sorter, &out);
+  return out;
+}
+at::Tensor searchsorted_s(const at::Tensor& seq, const c10::Scalar& self, bool out_int32, bool right,
+                          std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  TORCH_CHECK(seq.dim() == 1, "torch.searchsorted(): input value can be a scalar only when boundaries tensor "
+              "dimension is 1, but we got boundaries tensor dim(", seq.dim(), ") and input value's dim(0) numel(1)");
+  return search_op("searchsorted", seq, scalar_operand(self), out_int32, side_is_right(right, side), sorter,
+                   nullptr);
+}
+at::Tensor& searchsorted_s_out(const at::Tensor& seq, const c10::Scalar& self, bool out_int32, bool right,
+                               std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
+                               at::Tensor& out) {
+  search_op("searchsorted", seq, scalar_operand(self), out_int32, side_is_right(right, side), sorter, &out);
+  return out;
+}
+void check_bucketize(const at::Tensor& boundaries) {
+  TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(", boundaries.dim(), ")");
+}
+at::Tensor bucketize_t(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right) {
+  check_bucketize(boundaries);
+  return search_op("bucketize", boundaries, self, out_int32, right, std::nullopt, nullptr);
+}
+at::Tensor& bucketize_t_out(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right,
+                            at::Tensor& out) {
+  check_bucketize(boundaries);
+  search_op("bucketize", boundaries, self, out_int32, right, std::nullopt, &out);
+  return out;
+}
+at::Tensor bucketize_s(const c10::Scalar& self, const at::Tensor& boundaries, bool out_int32, bool right) {
+  check_bucketize(boundaries);
+  return search_op("bucketize", boundaries, scalar_operand(self), out_int32, right, std::nullopt, nullptr);
+}
+
+// ------------------------------------------------------------ histc
+
+// ATen's histc: `bins` equal-width bins over [min, max] (the data's range
+// when min == max, widened by 1 each way when still equal); elements
+// outside the range and NaNs are ignored, max itself lands in the last bin.
+at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max,
+                    at::Tensor* out) {
+  TORCH_CHECK(c10::isFloatingType(self.scalar_type()), "torch.histc: input tensor and hist tensor should have the "
+              "same dtype, but got input ", self.scalar_type(), " and hist ", self.scalar_type());
+  TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins, " for dimension 0");
+  double lo = min.toDouble(), hi = max.toDouble();
+  TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histc: range of [", lo, ", ", hi, "] is not finite");
+  TORCH_CHECK(lo <= hi, "torch.histc: max must be larger than min");
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = prepare_output("histc", out, {bins}, self.scalar_type(), self.device(), false);
+  Program p("histc", self.device().index());
+  ir::Graph& g = p.graph();
+  ir::DType dtype = lowering::to_ir(self.scalar_type());
+  ir::DType acc = lowering::accumulate_dtype(dtype);
+  if (self.numel() == 0) {
+    p.write(output, ir::full(g, dtype, 0, {bins}));
+    p.run();
+    return output;
+  }
+  int64_t n = self.numel();
+  ir::Value x = ir::convert(g, ir::reshape(g, p.read(self), {n}), acc);
+  ir::Value left = p.scalar(lo, acc), right = p.scalar(hi, acc);
+  if (lo == hi) {
+    // The data's finite range (NaNs ignored, as ATen's aminmax of the input).
+    ir::Value nan = lowering::is_nan(g, x);
+    ir::Value inf = ir::full(g, acc, std::numeric_limits<double>::infinity(), {n});
+    ir::Value minus_inf = ir::full(g, acc, -std::numeric_limits<double>::infinity(), {n});
+    left = ir::reduce(g, ir::select(g, nan, inf, x), ir::constant(g, acc, INFINITY), {0}, ir::Combiner::Min);
+    right = ir::reduce(g, ir::select(g, nan, minus_inf, x), ir::constant(g, acc, -INFINITY), {0}, ir::Combiner::Max);
+    ir::Value same = ir::compare(g, left, right, ir::Compare::EQ);
+    ir::Value one = ir::constant(g, acc, 1);
+    left = ir::select(g, same, ir::binary(g, "stablehlo.subtract", left, one), left);
+    right = ir::select(g, same, ir::binary(g, "stablehlo.add", right, one), right);
+  }
+  ir::Value l = ir::broadcast_in_dim(g, left, {n}, {}), r = ir::broadcast_in_dim(g, right, {n}, {});
+  ir::Value nb = ir::full(g, acc, static_cast<double>(bins), {n});
+  ir::Value scaled = ir::binary(g, "stablehlo.divide",
+                                ir::binary(g, "stablehlo.multiply", ir::binary(g, "stablehlo.subtract", x, l), nb),
+                                ir::binary(g, "stablehlo.subtract", r, l));
+  ir::Value pos = ir::convert(g, lowering::unary(g, lowering::Unary::Floor, scaled), ir::DType::S64);
+  pos = ir::binary(g, "stablehlo.minimum", pos, ir::full(g, ir::DType::S64, static_cast<double>(bins - 1), {n}));
+  ir::Value inside = ir::binary(g, "stablehlo.and", ir::compare(g, x, l, ir::Compare::GE),
+                                ir::compare(g, x, r, ir::Compare::LE));
+  pos = ir::select(g, inside, pos, ir::full(g, ir::DType::S64, -1, {n}));
+  ir::Value counts = ir::scatter_rows(g, ir::full(g, acc, 0, {bins}), pos, ir::full(g, acc, 1, {n}),
+                                      ir::Combiner::Add);
+  p.write(output, counts);
+  p.run();
+  return output;
+}
+at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max) {
+  return histc_op(self, bins, min, max, nullptr);
+}
+at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max,
+                      at::Tensor& out) {
+  histc_op(self, bins, min, max, &out);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sort.stable", sort_stable);
+  m.impl("sort.values_stable", sort_values_stable);
+  m.impl("topk", topk);
+  m.impl("topk.values", topk_values);
+  m.impl("kthvalue.values", kthvalue_values);
+  m.impl("median", median_all);
+  m.impl("median.dim_values", median_dim_values);
+  m.impl("nanmedian", nanmedian_all);
+  m.impl("nanmedian.dim_values", nanmedian_dim_values);
+  m.impl("mode", mode);
+  m.impl("_unique2", unique2);
+  m.impl("_unique", unique1);
+  m.impl("unique_consecutive", unique_consecutive);
+  m.impl("unique_dim_consecutive", unique_dim_consecutive);
+  m.impl("_cummax_helper", cummax_helper);
+  m.impl("_cummin_helper", cummin_helper);
+  m.impl("_logcumsumexp", logcumsumexp);
+  m.impl("_logcumsumexp.out", logcumsumexp_out);
+  m.impl("isin.Tensor_Tensor", isin_tt);
+  m.impl("isin.Tensor_Tensor_out", isin_tt_out);
+  m.impl("isin.Tensor_Scalar", isin_ts);
+  m.impl("isin.Tensor_Scalar_out", isin_ts_out);
+  m.impl("isin.Scalar_Tensor", isin_st);
+  m.impl("isin.Scalar_Tensor_out", isin_st_out);
+  m.impl("searchsorted.Tensor", searchsorted_t);
+  m.impl("searchsorted.Tensor_out", searchsorted_t_out);
+  m.impl("searchsorted.Scalar", searchsorted_s);
+  m.impl("searchsorted.Scalar_out", searchsorted_s_out);
+  m.impl("bucketize.Tensor", bucketize_t);
+  m.impl("bucketize.Tensor_out", bucketize_t_out);
+  m.impl("bucketize.Scalar", bucketize_s);
+  m.impl("histc", histc);
+  m.impl("histc.out", histc_out);
+}
+
+}  // namespace tpu::aten
