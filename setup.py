@@ -30,8 +30,12 @@ def pjrt_include_dir():
     return os.path.join(list(spec.submodule_search_locations)[0], "include")
 
 
-if shutil.which("ccache") and "CXX" not in os.environ:
-    os.environ["CXX"] = "ccache g++"
+# ccache through its compiler symlink (torch's build rejects a two-word CXX);
+# the base dir makes hits independent of the checkout's location.
+if "CXX" not in os.environ and shutil.which("ccache") and os.path.exists("/usr/lib/ccache/g++"):
+    os.environ["CXX"] = "/usr/lib/ccache/g++"
+    os.environ.setdefault("CCACHE_BASEDIR", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.environ.setdefault("CCACHE_NOHASHDIR", "1")
 
 here = os.path.dirname(os.path.abspath(__file__))
 sources = sorted(glob.glob(os.path.join("csrc", "*", "*.cpp")))

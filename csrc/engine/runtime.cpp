@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 
 #include "engine/metrics.h"
@@ -174,6 +175,13 @@ std::shared_ptr<pjrt::Executable> Runtime::load_or_compile(const std::string& ke
   }
   auto t0 = std::chrono::steady_clock::now();
   std::string text = graph.to_mlir();
+  if (const char* dump = std::getenv("TORCH_TPU_DUMP_PROGRAMS")) {  // a directory: every compiled program's MLIR
+    std::string path = std::string(dump) + "/program_" + std::to_string(std::hash<std::string>()(key)) + ".mlir";
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fwrite(text.data(), 1, text.size(), f);
+      std::fclose(f);
+    }
+  }
   std::shared_ptr<pjrt::Executable> exe;
   try {
     exe = client_->compile(text);
