@@ -182,20 +182,18 @@ Value zeta(Graph& g, Value x, Value q) {
                              7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
                              -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18};
   Value minus_x = m.neg(x);
+  // Cephes adds (q + i)^-x for i = 1, 2, ... while i <= 9 or q + i - 1 <= 9:
+  // up to i_last = max(9, floor(9 - q) + 1). The terms are independent, so
+  // they are summed as such (a masked chain compiles far slower).
+  Value i_last = nan_max(g, m.c(q, 9), m.add(m.floor(m.sub(m.c(q, 9), q)), m.c(q, 1)));
   Value s = m.pow(q, minus_x);
-  Value a = q, b = m.c(q, 0);
-  // Cephes: keep adding (q + i)^-x while i < 9 or q + i <= 9.
-  Value active = ir::full(g, ir::DType::Pred, 1, g.type(x).shape);
   for (int i = 1; i <= kZetaTerms; ++i) {
-    if (i > 9) active = m.and_(active, m.le(a, 9.0));
-    Value a_next = m.add(a, m.c(a, 1));
-    Value b_next = m.pow(a_next, minus_x);
-    a = m.sel(active, a_next, a);
-    b = m.sel(active, b_next, b);
-    s = m.sel(active, m.add(s, b_next), s);
+    Value term = m.pow(m.add(q, m.c(q, i)), minus_x);
+    s = m.add(s, m.sel(m.le(m.c(q, i), i_last), term, m.c(q, 0)));
   }
-  Value too_few_terms = m.le(a, 9.0);
-  Value w = a;
+  Value too_few_terms = m.gt(i_last, static_cast<double>(kZetaTerms));
+  Value w = m.add(q, i_last);
+  Value b = m.pow(w, minus_x);
   s = m.add(s, m.div(m.mul(b, w), m.sub(x, m.c(x, 1))));
   s = m.sub(s, m.mul(m.c(b, 0.5), b));
   // Euler-Maclaurin tail, stopping (as Cephes) once a term is negligible.

@@ -29,7 +29,7 @@ Value polygamma(Graph& g, int64_t n, Value x);
 // to q + i > 9, then Euler-Maclaurin. The direct sum is unrolled to
 // kZetaTerms terms, which covers every q > 9 - kZetaTerms; smaller q (only
 // reachable with an integer x) give NaN rather than a wrong value.
-constexpr int kZetaTerms = 48;
+constexpr int kZetaTerms = 40;
 Value zeta(Graph& g, Value x, Value q);
 
 // Error function relatives.
