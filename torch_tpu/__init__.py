@@ -23,6 +23,9 @@ from .metrics import metrics, metrics_report, reset_metrics  # noqa: E402
 from .modes import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
 from . import cache as _cache  # noqa: E402
 from . import modes as _modes  # noqa: E402
+from . import _compile  # noqa: E402
+
+_compile.install_openxla_alias()
 
 _cache.init_from_environment()
 _modes._init_from_environment()

@@ -1,5 +1,7 @@
 #include "aten/fusion.h"
 
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include <array>
@@ -43,6 +45,7 @@ struct PendingGraph {
   std::vector<StorageValue*> written;
   std::unordered_map<StorageValue*, size_t> written_slot;
   std::vector<const char*> ops;
+  uint64_t runs = 0;  // graphs run so far: a capture is valid while this stays put
 
   ir::Value bind(const engine::BufferRef& buffer, const ir::Type& type) {
     arguments.push_back(buffer);
@@ -91,6 +94,7 @@ PendingGraph& pending_for(int device) {
 }
 
 std::vector<engine::BufferRef> PendingGraph::run(int device, Cut reason, const std::vector<ir::Value>& results) {
+  ++runs;
   std::vector<size_t> slots;
   for (size_t slot = 0; slot < written.size(); ++slot) {
     StorageValue* value = written[slot];
@@ -241,6 +245,147 @@ void forget_pending(StorageValue* value) {
   PendingGraph& p = pending_for(value->device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
   p.drop_pending(value);
+}
+
+uint64_t begin_capture(int device) {
+  PendingGraph& p = pending_for(device);
+  std::lock_guard<std::recursive_mutex> lock(p.mutex);
+  if (!p.ops.empty()) p.run(device, Cut::Sync, {});
+  return p.runs;
+}
+
+void abandon_capture(int device) {
+  PendingGraph& p = pending_for(device);
+  std::lock_guard<std::recursive_mutex> lock(p.mutex);
+  p.reset();
+}
+
+std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const std::vector<at::Tensor>& inputs,
+                                             const std::vector<at::Tensor>& outputs) {
+  PendingGraph& p = pending_for(device);
+  std::lock_guard<std::recursive_mutex> lock(p.mutex);
+  TORCH_CHECK(p.runs == token, "torch_tpu: the captured graph was cut (a data read or a CPU fallback ran inside it)");
+  auto program = std::make_shared<CapturedProgram>();
+  program->device_ = device;
+  program->num_ops_ = p.ops.size();
+  std::unordered_map<StorageValue*, int> input_of;
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k].defined() && inputs[k].is_privateuseone())
+      if (StorageValue* v = storage_value(inputs[k].storage())) input_of.emplace(v, static_cast<int>(k));
+  auto& parameters = program->parameters_;
+  for (size_t position = 0; position < p.arguments.size(); ++position)
+    parameters.push_back({-1, p.arguments[position], {}});
+  auto bind_input_or_constant = [&](StorageValue* v) {
+    TORCH_CHECK(v->buffer != nullptr, "torch_tpu: a compiled graph returned a tensor that was never written");
+    int position = static_cast<int>(p.arguments.size());
+    ir::Type type{v->dtype, {v->numel()}};
+    ir::Value param = p.bind(v->buffer, type);
+    parameters.push_back({-1, v->buffer, type});
+    p.bound.emplace(v, std::make_pair(param, position));
+    v->in_pending_graph = true;
+  };
+  for (auto& [v, entry] : p.bound) parameters[entry.second].type = p.graph.type(entry.first);
+  // Parameters with no storage (scalars, uploads) keep their buffer: constants of the program.
+  std::unordered_map<StorageValue*, int> storage_index;
+  std::vector<StorageValue*> output_values;
+  auto result_for = [&](StorageValue* v) {
+    auto it = storage_index.find(v);
+    if (it != storage_index.end()) return it->second;
+    if (v->pending_node < 0 && !p.bound.count(v)) bind_input_or_constant(v);
+    ir::Value node = v->pending_node >= 0 ? ir::Value{v->pending_node} : p.bound.at(v).first;
+    int result = static_cast<int>(p.graph.num_outputs());
+    p.graph.add_output(node);
+    int index = static_cast<int>(program->output_storages_.size());
+    program->output_storages_.push_back({result, v->nbytes});
+    output_values.push_back(v);
+    storage_index.emplace(v, index);
+    return index;
+  };
+  for (const at::Tensor& t : outputs) {
+    StorageValue* v = storage_value(t.storage());
+    int index = v == nullptr ? -1 : result_for(v);
+    program->outputs_.push_back({index, t.scalar_type(), t.sizes().vec(), t.strides().vec(), t.storage_offset()});
+  }
+  for (auto [v, k] : input_of)
+    if (v->pending_node >= 0)
+      program->mutated_inputs_.emplace_back(k, program->output_storages_[result_for(v)].result);
+  for (auto& [v, entry] : p.bound)
+    if (auto it = input_of.find(v); it != input_of.end()) {
+      parameters[entry.second].input = it->second;
+      parameters[entry.second].constant = nullptr;  // not kept alive by the program
+    }
+  program->graph_ = std::move(p.graph);
+  p.reset();  // the captured storages get their values from the first run below
+  program->executable_ = engine::Runtime::get().prepare(program->graph_);
+  std::vector<engine::BufferRef> buffers = program->launch(inputs);
+  for (size_t i = 0; i < output_values.size(); ++i) {
+    output_values[i]->buffer = buffers[program->output_storages_[i].result];
+    output_values[i]->dtype = program->graph_.type(ir::Value{program->graph_.outputs()[program->output_storages_[i].result]}).dtype;
+  }
+  for (auto [k, result] : program->mutated_inputs_) {
+    StorageValue* v = storage_value(inputs[k].storage());
+    v->buffer = buffers[result];
+    v->dtype = program->graph_.type(ir::Value{program->graph_.outputs()[result]}).dtype;
+  }
+  return program;
+}
+
+std::vector<engine::BufferRef> CapturedProgram::launch(const std::vector<at::Tensor>& inputs) const {
+  std::vector<engine::BufferRef> args;
+  args.reserve(parameters_.size());
+  for (const Parameter& parameter : parameters_) {
+    if (parameter.input < 0) {
+      args.push_back(parameter.constant);
+      continue;
+    }
+    TORCH_CHECK(static_cast<size_t>(parameter.input) < inputs.size(), "torch_tpu: compiled graph called with ",
+                inputs.size(), " inputs");
+    const at::Tensor& t = inputs[parameter.input];
+    StorageValue* v = t.is_privateuseone() ? storage_value(t.storage()) : nullptr;
+    TORCH_CHECK(v != nullptr, "torch_tpu: input ", parameter.input, " of a compiled graph is not a tpu tensor");
+    materialize(v);
+    TORCH_CHECK(v->buffer && v->dtype == parameter.type.dtype && v->numel() == ir::numel(parameter.type.shape),
+                "torch_tpu: input ", parameter.input, " of a compiled graph has another storage than at capture");
+    args.push_back(v->buffer);
+  }
+  try {
+    return engine::Runtime::get().launch(*executable_, graph_, args, device_);
+  } catch (const pjrt::Error& e) {
+    TORCH_CHECK(false, "torch_tpu: a compiled graph of ", num_ops_, " ops failed on tpu:", device_, ": ", e.what());
+  }
+}
+
+std::vector<at::Tensor> CapturedProgram::run(const std::vector<at::Tensor>& inputs) const {
+  std::vector<engine::BufferRef> buffers = launch(inputs);
+  c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_));
+  c10::DeviceGuard guard(where);
+  std::vector<c10::Storage> storages;
+  for (const OutputStorage& s : output_storages_) {
+    c10::Storage storage(c10::Storage::use_byte_size_t(), s.nbytes, tpu_allocator()->allocate(s.nbytes),
+                         tpu_allocator(), /*resizable=*/true);
+    if (StorageValue* v = storage_value(storage)) {
+      v->buffer = buffers[s.result];
+      v->dtype = graph_.type(ir::Value{graph_.outputs()[s.result]}).dtype;
+    }
+    storages.push_back(std::move(storage));
+  }
+  std::vector<at::Tensor> results;
+  results.reserve(outputs_.size());
+  for (const Output& o : outputs_) {
+    if (o.storage < 0) {
+      results.push_back(at::empty(o.sizes, at::TensorOptions().dtype(o.dtype).device(where)));
+      continue;
+    }
+    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(storages[o.storage]), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+        c10::scalarTypeToTypeMeta(o.dtype));
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes, o.strides, o.offset);
+    results.push_back(std::move(t));
+  }
+  for (auto [k, result] : mutated_inputs_)
+    set_buffer(storage_value(inputs[k].storage()), buffers[result],
+               graph_.type(ir::Value{graph_.outputs()[result]}).dtype);
+  return results;
 }
 
 CutReasonScope::CutReasonScope(Cut reason) : previous_(t_cut_reason) { t_cut_reason = reason; }

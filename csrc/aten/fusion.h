@@ -3,6 +3,9 @@
 // only the storages still alive, so dead intermediates never get a buffer.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -44,6 +47,56 @@ bool has_content(StorageValue* value, ir::DType* dtype);
 void set_buffer(StorageValue* value, engine::BufferRef buffer, ir::DType dtype);
 // A storage died: its pending value stops being an output.
 void forget_pending(StorageValue* value);
+
+// torch.compile: the ops run between begin_capture() and end_capture() are
+// sealed into one program replayed on new inputs without per-op dispatch.
+class CapturedProgram {
+ public:
+  // Runs the program on `inputs` (same shapes, dtypes and layouts as at
+  // capture); returns fresh output tensors and updates mutated inputs.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  size_t num_ops() const { return num_ops_; }
+
+ private:
+  friend std::shared_ptr<CapturedProgram> end_capture(int, uint64_t, const std::vector<at::Tensor>&,
+                                                      const std::vector<at::Tensor>&);
+  struct Parameter {
+    int input = -1;            // index into the inputs, or -1: a constant
+    engine::BufferRef constant;
+    ir::Type type;
+  };
+  struct Output {
+    int storage;               // index into output_storages_
+    c10::ScalarType dtype;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset;
+  };
+  struct OutputStorage {
+    int result;                // graph output index
+    size_t nbytes;
+  };
+  std::vector<engine::BufferRef> launch(const std::vector<at::Tensor>& inputs) const;
+
+  int device_ = 0;
+  ir::Graph graph_;
+  std::shared_ptr<pjrt::Executable> executable_;
+  std::vector<Parameter> parameters_;
+  std::vector<OutputStorage> output_storages_;
+  std::vector<Output> outputs_;
+  std::vector<std::pair<int, int>> mutated_inputs_;  // (input index, graph output index)
+  size_t num_ops_ = 0;
+};
+
+// Runs what is pending on `device` and opens a capture; returns its token.
+uint64_t begin_capture(int device);
+// Seals the ops appended since begin_capture() into a program whose inputs are
+// the storages of `inputs` and whose results are `outputs`; runs it once so
+// `outputs` (and mutated inputs) get their values. Throws when the capture
+// was cut (a data read or a CPU fallback inside the captured code).
+std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const std::vector<at::Tensor>& inputs,
+                                             const std::vector<at::Tensor>& outputs);
+// Drops what a failed capture left pending.
+void abandon_capture(int device);
 
 // While alive, cuts caused on this thread are counted as `reason` (e.g. a CPU fallback
 // reading its operands).

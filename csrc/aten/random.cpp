@@ -177,8 +177,11 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 }
 
 at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
-  return elementwise("native_dropout_backward", {grad, mask, scalar_operand(scale)}, grad.scalar_type(),
-                     grad.scalar_type(), [](ir::Graph& g, const std::vector<ir::Value>& v) {
+  // As CPU's grad * (mask * scale): an integer or bool gradient gives the default float type.
+  c10::ScalarType type = at::isFloatingType(grad.scalar_type()) ? grad.scalar_type()
+                                                                : c10::get_default_dtype_as_scalartype();
+  return elementwise("native_dropout_backward", {grad, mask, scalar_operand(scale)}, type,
+                     type, [](ir::Graph& g, const std::vector<ir::Value>& v) {
                        return ir::binary(g, "stablehlo.multiply", ir::binary(g, "stablehlo.multiply", v[0], v[1]), v[2]);
                      });
 }

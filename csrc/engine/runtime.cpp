@@ -222,14 +222,20 @@ std::vector<BufferRef> Runtime::execute(const ir::Graph& graph, const std::vecto
                                         int device_index, LaunchInfo* info) {
   auto start = std::chrono::steady_clock::now();
   auto exe = executable_for(graph, info);
+  auto result = launch(*exe, graph, args, device_index);
+  if (info) info->seconds = seconds_since(start);
+  return result;
+}
+
+std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Graph& graph,
+                                       const std::vector<BufferRef>& args, int device_index) {
   std::vector<PJRT_Buffer*> raw;
   raw.reserve(args.size());
   for (const auto& b : args) raw.push_back(b->raw());
   auto t0 = std::chrono::steady_clock::now();
-  auto outputs = exe->execute(device(device_index), raw);
+  auto outputs = exe.execute(device(device_index), raw);
   metrics().add("executions");
   metrics().add("execute_seconds", seconds_since(t0));
-  if (info) info->seconds = seconds_since(start);
   for (auto [parameter, output] : graph.aliases()) {
     auto* counted = std::get_deleter<CountedBuffer>(args[parameter]);
     if (counted == nullptr || counted->donated) continue;

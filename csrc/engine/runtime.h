@@ -57,6 +57,11 @@ class Runtime {
   // Arguments the graph aliases to outputs are donated: invalid afterwards.
   std::vector<BufferRef> execute(const ir::Graph& graph, const std::vector<BufferRef>& args, int device,
                                  LaunchInfo* info = nullptr);
+  // The two halves of execute(), for programs launched many times (torch.compile):
+  // look the executable up once, then launch it with no per-call key.
+  std::shared_ptr<pjrt::Executable> prepare(const ir::Graph& graph) { return executable_for(graph, nullptr); }
+  std::vector<BufferRef> launch(const pjrt::Executable& exe, const ir::Graph& graph,
+                                const std::vector<BufferRef>& args, int device);
   BufferRef upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device);
   void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes);
   void synchronize();  // waits for everything launched so far

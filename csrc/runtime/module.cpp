@@ -99,6 +99,37 @@ PYBIND11_MODULE(_C, m) {
       default: return "strict";
     }
   });
+  // torch.compile(backend="tpu"): capture a graph's ops once, replay the program.
+  py::class_<aten::CapturedProgram, std::shared_ptr<aten::CapturedProgram>>(m, "_CapturedProgram")
+      .def("run",
+           [](const aten::CapturedProgram& program, const std::vector<at::Tensor>& inputs) {
+             try {
+               return program.run(inputs);
+             } catch (const c10::Error& e) {
+               throw std::runtime_error(e.what_without_backtrace());
+             }
+           })
+      .def_property_readonly("num_ops", &aten::CapturedProgram::num_ops);
+  m.def("_begin_capture", [](int device) {
+    try {
+      return aten::begin_capture(device);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(e.what_without_backtrace());
+    }
+  });
+  m.def("_end_capture", [](int device, uint64_t token, const std::vector<at::Tensor>& inputs,
+                           const std::vector<at::Tensor>& outputs) {
+    try {
+      return aten::end_capture(device, token, inputs, outputs);
+    } catch (const c10::Error& e) {
+      aten::abandon_capture(device);
+      throw std::runtime_error(e.what_without_backtrace());
+    } catch (const pjrt::Error& e) {
+      aten::abandon_capture(device);
+      throw std::runtime_error(std::string("torch_tpu: ") + e.what());
+    }
+  });
+  m.def("_abandon_capture", &aten::abandon_capture);
   m.def("_flush", [](const std::string& reason) {
     py::gil_scoped_release release;
     runtime::flush_pending(reason == "sync" ? aten::Cut::Sync : aten::Cut::DataRead);

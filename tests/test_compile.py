@@ -1,0 +1,165 @@
+"""torch.compile(backend="tpu"): sealed programs, training steps, guards, graph breaks."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_tpu
+from torch_tpu import _compile
+from torch_tpu import testing as workloads
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_backends_are_registered():
+    assert "tpu" in torch._dynamo.list_backends()
+    assert torch._dynamo.lookup_backend("tpu") is _compile.tpu_backend
+    assert torch._dynamo.lookup_backend("openxla") is _compile.tpu_backend  # torch_xla is not installed
+
+
+def test_inference_replays_one_program_without_dispatch():
+    model = workloads.mlp(d_in=16, d_out=4)
+    x = torch.randn(8, 16)
+    expected = model(x)
+    tpu_model = copy.deepcopy(model).to("tpu")
+    compiled = torch.compile(tpu_model, backend="tpu")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x.to("tpu")).cpu(), expected.detach())
+        torch.tpu.synchronize()
+        before = torch_tpu.metrics()
+        replays = _compile.stats()["replays"]
+        y = compiled(x.to("tpu") * 2)
+        torch.tpu.synchronize()
+        after = torch_tpu.metrics()
+    assert _compile.stats()["replays"] == replays + 1
+    assert after["compiles"] == before["compiles"]
+    # the upload of the input, its doubling, and the sealed program
+    assert after["executions"] - before["executions"] <= 2
+    torch.testing.assert_close(y.cpu(), model(x * 2).detach())
+
+
+def test_whole_training_step_matches_cpu():
+    torch.manual_seed(0)
+    cpu_model = workloads.mlp(d_in=16, d_out=4)
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.05, momentum=0.9)
+    tpu_opt = torch.optim.SGD(tpu_model.parameters(), lr=0.05, momentum=0.9)
+
+    def make_step(model, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    cpu_step = make_step(cpu_model, cpu_opt)
+    tpu_step = torch.compile(make_step(tpu_model, tpu_opt), backend="tpu")
+    for i in range(4):
+        g = torch.Generator().manual_seed(i)
+        x, y = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
+        expected = cpu_step(x, y)
+        got = tpu_step(x.to("tpu"), y.to("tpu"))
+        torch.testing.assert_close(got.cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
+    for p_cpu, p_tpu in zip(cpu_model.parameters(), tpu_model.parameters()):
+        torch.testing.assert_close(p_tpu.cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_gpt_with_eager_optimizer_matches_cpu():
+    torch.manual_seed(0)
+    config = workloads.GPTConfig(vocab=64, d_model=32, layers=1, heads=2, seq=16, batch=2)
+    cpu_model = workloads.GPT(config)
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    compiled = torch.compile(tpu_model, backend="tpu")
+    cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.1)
+    tpu_opt = torch.optim.SGD(tpu_model.parameters(), lr=0.1)
+    compiles = []
+    for step in range(3):
+        tokens, targets = workloads.gpt_batch(config, seed=step)
+        _, cpu_loss = cpu_model(tokens, targets)
+        cpu_opt.zero_grad()
+        cpu_loss.backward()
+        cpu_opt.step()
+        before = torch_tpu.metrics()["compiles"]
+        _, tpu_loss = compiled(tokens.to("tpu"), targets.to("tpu"))
+        tpu_opt.zero_grad()
+        tpu_loss.backward()
+        tpu_opt.step()
+        compiles.append(torch_tpu.metrics()["compiles"] - before)
+        torch.testing.assert_close(tpu_loss.cpu(), cpu_loss.detach(), rtol=1e-4, atol=1e-5)
+    assert compiles[2] == 0, compiles  # same shapes: no recompilation
+    for p_cpu, p_tpu in zip(cpu_model.parameters(), tpu_model.parameters()):
+        torch.testing.assert_close(p_tpu.cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_guards_recompile_only_for_new_shapes():
+    counter = torch._dynamo.testing.CompileCounterWithBackend("tpu")
+
+    def f(x):
+        return torch.tanh(x) * 2 + x.sum(0)
+
+    compiled = torch.compile(f, backend=counter, dynamic=False)
+    for shape in ((4, 3), (4, 3), (5, 3), (4, 3)):
+        x = torch.randn(*shape)
+        torch.testing.assert_close(compiled(x.to("tpu")).cpu(), f(x))
+    assert counter.frame_count == 2
+
+
+def test_graph_breaks_run_between_compiled_pieces():
+    def f(x):
+        y = torch.relu(x) + 1
+        if y.sum().item() > 0:  # data-dependent Python control flow: a graph break
+            y = y * 2
+        return y.exp()
+
+    x = torch.randn(6)
+    explanation = torch._dynamo.explain(f)(x.to("tpu"))
+    assert explanation.graph_break_count >= 1
+    compiled = torch.compile(f, backend="tpu")
+    torch.testing.assert_close(compiled(x.to("tpu")).cpu(), f(x))
+
+
+def test_input_mutation_and_batchnorm_running_stats():
+    def bump(x):
+        x.add_(1)
+        return x * 3
+
+    x = torch.zeros(4, device="tpu")
+    out = torch.compile(bump, backend="tpu")(x)
+    assert x.cpu().tolist() == [1.0] * 4
+    assert out.cpu().tolist() == [3.0] * 4
+
+    torch.manual_seed(0)
+    cpu_bn = nn.BatchNorm1d(5)
+    tpu_bn = copy.deepcopy(cpu_bn).to("tpu")
+    compiled = torch.compile(tpu_bn, backend="tpu")
+    for i in range(3):
+        x = torch.randn(8, 5, generator=torch.Generator().manual_seed(i))
+        torch.testing.assert_close(compiled(x.to("tpu")).cpu(), cpu_bn(x).detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(tpu_bn.running_mean.cpu(), cpu_bn.running_mean)
+    torch.testing.assert_close(tpu_bn.running_var.cpu(), cpu_bn.running_var)
+
+
+def test_dropout_is_reproducible_under_a_fixed_seed():
+    def f(x):
+        return F.dropout(x, p=0.5, training=True)
+
+    compiled = torch.compile(f, backend="tpu")
+    x = torch.ones(1000, device="tpu")
+    torch.manual_seed(7)
+    a = compiled(x).cpu()
+    torch.manual_seed(7)
+    b = compiled(x).cpu()
+    c = compiled(x).cpu()
+    torch.testing.assert_close(a, b)
+    assert not torch.equal(b, c)  # the generator advances between calls
+    assert set(a.unique().tolist()) <= {0.0, 2.0}
+    assert 400 < int((a != 0).sum()) < 600
