@@ -6,7 +6,10 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/BFloat16.h>
 #include <torch/library.h>
+
+#include <limits>
 
 #include "aten/op_helpers.h"
 #include "ir/ops.h"
@@ -581,7 +584,7 @@ std::string variant_name(const char* base, const at::Tensor* out, bool inplace) 
 }
 
 void check_floating(const char* name, const at::Tensor& t) {
-  TORCH_CHECK(c10::isFloatingType(t.scalar_type()), "\"", name, "\" not implemented for '",
+  TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(t.scalar_type()), "\"", name, "\" not implemented for '",
               c10::toString(t.scalar_type()), "'");
 }
 
@@ -615,9 +618,14 @@ Build build_shrink_backward(bool hard) {
     return hard ? lowering::hardshrink_backward(g, v[0], v[1], v[2]) : lowering::softshrink_backward(g, v[0], v[1], v[2]);
   };
 }
-void check_softshrink(const c10::Scalar& lambd) {
-  TORCH_CHECK(lambd.to<double>() >= 0, "lambda must be greater or equal to 0, but found to be ", lambd.to<double>(),
-              ".");
+void check_softshrink(const at::Tensor& self, const c10::Scalar& lambd) {
+  c10::ScalarType t = self.scalar_type();
+  double top = t == c10::kDouble ? std::numeric_limits<double>::max()
+               : t == c10::kHalf ? 65504.0
+               : t == c10::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::max())
+                                     : static_cast<double>(std::numeric_limits<float>::max());
+  double l = lambd.to<double>();
+  TORCH_CHECK(l >= 0 && l <= top, "lambda must be in range [0, ", top, "] for input dtype ", t, ", but found ", l);
 }
 
 at::Tensor hardshrink(const at::Tensor& self, const c10::Scalar& lambd) {
@@ -636,11 +644,11 @@ at::Tensor& hardshrink_backward_out(const at::Tensor& grad, const at::Tensor& se
   return grad_input;
 }
 at::Tensor softshrink(const at::Tensor& self, const c10::Scalar& lambd) {
-  check_softshrink(lambd);
+  check_softshrink(self, lambd);
   return unary_activation("softshrink", "softshrink_cpu", self, {lambd}, build_shrink(false), nullptr, false);
 }
 at::Tensor& softshrink_out(const at::Tensor& self, const c10::Scalar& lambd, at::Tensor& out) {
-  check_softshrink(lambd);
+  check_softshrink(self, lambd);
   unary_activation("softshrink", "softshrink_cpu", self, {lambd}, build_shrink(false), &out, false);
   return out;
 }
