@@ -6,6 +6,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <array>
 #include <optional>
 #include <sstream>
 
@@ -392,6 +393,102 @@ at::Tensor native_channel_shuffle(const at::Tensor& self, c10::SymInt groups) {
   return channel_shuffle_op("native_channel_shuffle", self, groups, nullptr);
 }
 
+// ------------------------------------------------------------ grid_sampler
+
+lowering::GridSampleParams grid_params(const at::Tensor& input, const at::Tensor& grid, int64_t k,
+                                       int64_t interpolation, int64_t padding, bool align_corners) {
+  TORCH_CHECK(input.scalar_type() == grid.scalar_type(),
+              "grid_sampler(): expected input and grid to have same dtype, but input has ", input.scalar_type(),
+              " and grid has ", grid.scalar_type());
+  TORCH_CHECK(input.dim() == k + 2 && grid.dim() == k + 2, "grid_sampler(): expected ", k + 2,
+              "D input and grid with same number of dimensions, but got input with sizes ", input.sizes(),
+              " and grid with sizes ", grid.sizes());
+  TORCH_CHECK(input.size(0) == grid.size(0),
+              "grid_sampler(): expected grid and input to have same batch size, but got input with sizes ",
+              input.sizes(), " and grid with sizes ", grid.sizes());
+  TORCH_CHECK(grid.size(-1) == k, "grid_sampler(): expected grid to have size ", k,
+              " in last dimension, but got grid with sizes ", grid.sizes());
+  for (int64_t i = 2; i < input.dim(); ++i)
+    TORCH_CHECK(input.size(i) > 0, "grid_sampler(): expected input to have non-empty spatial dimensions, but input "
+                "has sizes ", input.sizes(), " with dimension ", i, " being empty");
+  TORCH_CHECK(interpolation >= 0 && interpolation <= 2 && padding >= 0 && padding <= 2,
+              "grid_sampler(): unknown interpolation or padding mode");
+  TORCH_CHECK(k == 2 || interpolation != 2, "grid_sampler(): bicubic interpolation only supports 4D input");
+  TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(input.scalar_type()), "\"grid_sampler_", k,
+                              "d_cpu\" not implemented for '", c10::toString(input.scalar_type()), "'");
+  return {interpolation, padding, align_corners};
+}
+
+at::Tensor grid_sampler_op(const char* name, int64_t k, const at::Tensor& input, const at::Tensor& grid,
+                           int64_t interpolation, int64_t padding, bool align_corners, at::Tensor* out) {
+  lowering::GridSampleParams p = grid_params(input, grid, k, interpolation, padding, align_corners);
+  c10::DimVector shape{input.size(0), input.size(1)};
+  for (int64_t d = 0; d < k; ++d) shape.push_back(grid.size(1 + d));
+  c10::DeviceGuard guard(input.device());
+  at::Tensor output = prepare_output(name, out, shape, input.scalar_type(), input.device(), false);
+  if (output.numel() == 0) return output;
+  Program prog(name, input.device().index());
+  // ATen's CPU kernels compute half-precision samples in their own dtype
+  // (coordinates included): so does this.
+  ir::DType acc = lowering::to_ir(input.scalar_type());
+  prog.write(output, lowering::grid_sample(prog.graph(), prog.read(input), prog.read(grid), p, acc));
+  prog.run();
+  return output;
+}
+
+std::tuple<at::Tensor, at::Tensor> grid_sampler_backward_op(const char* name, int64_t k, const at::Tensor& grad,
+                                                            const at::Tensor& input, const at::Tensor& grid,
+                                                            int64_t interpolation, int64_t padding,
+                                                            bool align_corners, std::array<bool, 2> mask,
+                                                            at::Tensor* out0, at::Tensor* out1) {
+  lowering::GridSampleParams p = grid_params(input, grid, k, interpolation, padding, align_corners);
+  c10::DeviceGuard guard(input.device());
+  at::Tensor gi, gg;
+  if (mask[0] || out0) gi = prepare_output(name, out0, input.sizes(), input.scalar_type(), input.device(), false);
+  gg = prepare_output(name, out1, grid.sizes(), grid.scalar_type(), grid.device(), false);
+  if (gi.defined() && gi.numel() > 0 && (grad.numel() == 0 || !mask[0])) gi.zero_();
+  if (gg.numel() > 0 && (grad.numel() == 0 || !mask[1])) gg.zero_();
+  bool want_input = mask[0] && gi.defined() && gi.numel() > 0 && grad.numel() > 0;
+  bool want_grid = mask[1] && gg.numel() > 0 && grad.numel() > 0;
+  if (!want_input && !want_grid) return {gi, gg};
+  Program prog(name, input.device().index());
+  ir::DType acc = lowering::to_ir(input.scalar_type());  // as in the forward
+  lowering::GridSampleGrads r = lowering::grid_sample_backward(prog.graph(), prog.read(grad), prog.read(input),
+                                                               prog.read(grid), p, want_input, want_grid, acc);
+  if (want_input) prog.write(gi, r.input);
+  if (want_grid) prog.write(gg, r.grid);
+  prog.run();
+  return {gi, gg};
+}
+
+#define GRID_KERNELS(K)                                                                                           \
+  at::Tensor grid_sampler_##K##d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation,         \
+                                 int64_t padding, bool align_corners) {                                           \
+    return grid_sampler_op("grid_sampler_" #K "d", K, input, grid, interpolation, padding, align_corners,        \
+                           nullptr);                                                                              \
+  }                                                                                                               \
+  at::Tensor& grid_sampler_##K##d_out(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation,    \
+                                      int64_t padding, bool align_corners, at::Tensor& out) {                    \
+    grid_sampler_op("grid_sampler_" #K "d.out", K, input, grid, interpolation, padding, align_corners, &out);    \
+    return out;                                                                                                   \
+  }                                                                                                               \
+  std::tuple<at::Tensor, at::Tensor> grid_sampler_##K##d_backward(                                                \
+      const at::Tensor& grad, const at::Tensor& input, const at::Tensor& grid, int64_t interpolation,            \
+      int64_t padding, bool align_corners, std::array<bool, 2> mask) {                                           \
+    return grid_sampler_backward_op("grid_sampler_" #K "d_backward", K, grad, input, grid, interpolation,        \
+                                    padding, align_corners, mask, nullptr, nullptr);                             \
+  }                                                                                                               \
+  std::tuple<at::Tensor&, at::Tensor&> grid_sampler_##K##d_backward_out(                                         \
+      const at::Tensor& grad, const at::Tensor& input, const at::Tensor& grid, int64_t interpolation,            \
+      int64_t padding, bool align_corners, std::array<bool, 2> mask, at::Tensor& out0, at::Tensor& out1) {       \
+    grid_sampler_backward_op("grid_sampler_" #K "d_backward.out", K, grad, input, grid, interpolation, padding,  \
+                             align_corners, mask, &out0, &out1);                                                 \
+    return {out0, out1};                                                                                          \
+  }
+GRID_KERNELS(2)
+GRID_KERNELS(3)
+#undef GRID_KERNELS
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -426,6 +523,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("channel_shuffle", channel_shuffle);
   m.impl("channel_shuffle.out", channel_shuffle_out);
   m.impl("native_channel_shuffle", native_channel_shuffle);
+  m.impl("grid_sampler_2d", grid_sampler_2d);
+  m.impl("grid_sampler_2d.out", grid_sampler_2d_out);
+  m.impl("grid_sampler_2d_backward", grid_sampler_2d_backward);
+  m.impl("grid_sampler_2d_backward.out", grid_sampler_2d_backward_out);
+  m.impl("grid_sampler_3d", grid_sampler_3d);
+  m.impl("grid_sampler_3d.out", grid_sampler_3d_out);
+  m.impl("grid_sampler_3d_backward", grid_sampler_3d_backward);
+  m.impl("grid_sampler_3d_backward.out", grid_sampler_3d_backward_out);
 }
 
 }  // namespace tpu::aten

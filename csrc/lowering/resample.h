@@ -46,3 +46,21 @@ ir::Value im2col(ir::Graph& g, ir::Value x, const Im2ColParams& p);
 ir::Value col2im(ir::Graph& g, ir::Value cols, const ir::Dims& output_size, const Im2ColParams& p);
 
 }  // namespace tpu::lowering
+
+namespace tpu::lowering {
+
+// grid_sampler_2d/3d: input [N, C, spatial...] sampled at grid [N, out..., k]
+// (x, y[, z] in [-1, 1]); interpolation 0 bilinear, 1 nearest, 2 bicubic (2d);
+// padding 0 zeros, 1 border, 2 reflection. Computed in `acc` (a float dtype).
+struct GridSampleParams {
+  int64_t interpolation = 0, padding = 0;
+  bool align_corners = false;
+};
+ir::Value grid_sample(ir::Graph& g, ir::Value input, ir::Value grid, const GridSampleParams& p, ir::DType acc);
+struct GridSampleGrads {
+  ir::Value input, grid;  // invalid where not asked for
+};
+GridSampleGrads grid_sample_backward(ir::Graph& g, ir::Value grad, ir::Value input, ir::Value grid,
+                                     const GridSampleParams& p, bool input_grad, bool grid_grad, ir::DType acc);
+
+}  // namespace tpu::lowering
