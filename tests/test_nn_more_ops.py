@@ -350,3 +350,21 @@ def test_grid_sample_bf16_and_errors():
     for device in ("cpu", "tpu"):
         with pytest.raises(RuntimeError, match="expected grid and input to have same batch size"):
             F.grid_sample(make((2, 3, 4, 4)).to(device), make((1, 2, 2, 2)).to(device), align_corners=False)
+
+
+# ------------------------------------------------------------ embedding_bag
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag(mode):
+    w = make((10, 4))
+    idx, off = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0]), torch.tensor([0, 3, 3, 7])  # bag 1 is empty
+    fn = lambda ww, i, o: F.embedding_bag(i, ww, o, mode=mode, padding_idx=2)
+    check(fn, w, idx, off)
+    check_grads(fn, w, idx, off)
+    if mode == "sum":
+        psw = make((9,), seed=3)
+        fn = lambda ww, i, o, p: F.embedding_bag(i, ww, o, mode="sum", per_sample_weights=p, include_last_offset=True)
+        check(fn, w, idx, torch.tensor([0, 3, 3, 7, 9]), psw)
+        check_grads(fn, w, idx, torch.tensor([0, 3, 3, 7, 9]), psw)
+    else:
+        check(lambda ww, i: F.embedding_bag(i, ww, mode=mode), w.bfloat16(), idx.reshape(3, 3).int(), **BF16)

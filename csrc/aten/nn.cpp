@@ -1065,6 +1065,128 @@ at::Tensor& multilabel_margin_loss_backward_out(const at::Tensor& grad, const at
   return grad_input;
 }
 
+// ------------------------------------------------------------ embedding_bag
+
+using Tensor4 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+lowering::BagMode bag_mode(int64_t mode) {
+  TORCH_CHECK(mode >= 0 && mode <= 2, "embedding_bag: unknown mode ", mode);
+  return static_cast<lowering::BagMode>(mode);
+}
+
+void check_bag_indices(const at::Tensor& indices, const at::Tensor& offsets) {
+  for (const at::Tensor* t : {&indices, &offsets})
+    TORCH_CHECK(t->scalar_type() == c10::kLong || t->scalar_type() == c10::kInt,
+                "embedding_bag: expected indices and offsets of dtype Long or Int, but got ", t->scalar_type());
+  TORCH_CHECK(indices.scalar_type() == offsets.scalar_type(), "embedding_bag: expected indices (",
+              indices.scalar_type(), ") and offsets (", offsets.scalar_type(), ") to have the same dtype");
+  TORCH_CHECK(indices.dim() == 1, "embedding_bag: expected 1-D indices, got ", indices.sizes());
+  TORCH_CHECK(offsets.dim() == 1, "embedding_bag: expected 1-D offsets, got ", offsets.sizes());
+}
+
+Tensor4 embedding_bag_op(const char* name, const at::Tensor& weight, const at::Tensor& indices,
+                         const at::Tensor& offsets, int64_t mode, const OptTensor& psw, bool include_last_offset,
+                         int64_t padding_idx) {
+  lowering::BagMode m = bag_mode(mode);
+  check_bag_indices(indices, offsets);
+  TORCH_CHECK(weight.dim() == 2, "embedding_bag: expected a 2-D weight, got ", weight.sizes());
+  TORCH_CHECK(c10::isFloatingType(weight.scalar_type()), "embedding_bag: expected a floating weight, got ",
+              weight.scalar_type());
+  if (defined(psw)) {
+    TORCH_CHECK(m == lowering::BagMode::Sum, "embedding_bag: per_sample_weights was not None. per_sample_weights is "
+                "only supported for mode='sum' (got mode='", m == lowering::BagMode::Mean ? "mean" : "max", "')");
+    TORCH_CHECK(psw->dim() == 1 && psw->numel() == indices.numel(),
+                "embedding_bag: expected per_sample_weights to be 1-D with as many elements as indices, got ",
+                psw->sizes());
+  }
+  int64_t bags = offsets.size(0) - (include_last_offset ? 1 : 0);
+  TORCH_CHECK(bags >= 0, "embedding_bag: include_last_offset needs at least one offset");
+  int64_t d = weight.size(1), l = indices.size(0);
+  c10::DeviceGuard guard(weight.device());
+  at::TensorOptions longs = weight.options().dtype(c10::kLong);
+  at::Tensor output = at::empty({bags, d}, weight.options());
+  at::Tensor offset2bag = at::empty({l}, longs);
+  at::Tensor bag_size = at::empty({bags}, longs);
+  at::Tensor max_indices = m == lowering::BagMode::Max ? at::empty({bags, d}, longs) : at::empty({bags}, longs);
+  if (bags == 0) return {output, offset2bag, bag_size, max_indices};
+  if (l == 0 || d == 0) {
+    output.zero_();
+    bag_size.zero_();
+    max_indices.fill_(m == lowering::BagMode::Max ? -1 : 0);
+    return {output, offset2bag, bag_size, max_indices};
+  }
+  Program p(name, weight.device().index());
+  ir::Graph& g = p.graph();
+  OptValue w;
+  if (defined(psw)) w = p.read(*psw);
+  lowering::BagForward f = lowering::embedding_bag(g, p.read(weight), p.read(indices), p.read(offsets), bags, m, w,
+                                                   padding_idx, ir_of(weight.scalar_type()));
+  p.write(output, f.output);
+  p.write(offset2bag, f.offset2bag);
+  p.write(bag_size, f.bag_size);
+  p.write(max_indices, f.max_indices);
+  p.run();
+  return {output, offset2bag, bag_size, max_indices};
+}
+Tensor4 embedding_bag_forward_only(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+                                   bool scale_grad_by_freq, int64_t mode, bool sparse, const OptTensor& psw,
+                                   bool include_last_offset, int64_t padding_idx) {
+  return embedding_bag_op("_embedding_bag_forward_only", weight, indices, offsets, mode, psw, include_last_offset,
+                          padding_idx);
+}
+Tensor4 embedding_bag(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+                      bool scale_grad_by_freq, int64_t mode, bool sparse, const OptTensor& psw,
+                      bool include_last_offset, int64_t padding_idx) {
+  return embedding_bag_op("_embedding_bag", weight, indices, offsets, mode, psw, include_last_offset, padding_idx);
+}
+at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                        const at::Tensor& offset2bag, const at::Tensor& bag_size,
+                                        const at::Tensor& max_indices, c10::SymInt num_weights_,
+                                        bool scale_grad_by_freq, int64_t mode, const OptTensor& psw,
+                                        int64_t padding_idx) {
+  lowering::BagMode m = bag_mode(mode);
+  int64_t num_weights = num_weights_.expect_int();
+  TORCH_CHECK(grad.dim() == 2, "embedding_bag_backward: expected a 2-D grad, got ", grad.sizes());
+  c10::DeviceGuard guard(grad.device());
+  at::Tensor gw = at::empty({num_weights, grad.size(1)}, grad.options());
+  if (gw.numel() == 0) return gw;
+  if (indices.numel() == 0 || grad.numel() == 0) return gw.zero_();
+  Program p("_embedding_bag_dense_backward", grad.device().index());
+  ir::Graph& g = p.graph();
+  OptValue w;
+  if (defined(psw)) w = p.read(*psw);
+  p.write(gw, lowering::embedding_bag_backward(g, p.read(grad), p.read(indices), p.read(offset2bag), p.read(bag_size),
+                                               p.read(max_indices), num_weights, scale_grad_by_freq, m, w,
+                                               padding_idx, ir_of(grad.scalar_type())));
+  p.run();
+  return gw;
+}
+at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indices, const at::Tensor& offsets,
+                                  const at::Tensor& offset2bag, const at::Tensor& bag_size,
+                                  const at::Tensor& max_indices, c10::SymInt num_weights, bool scale_grad_by_freq,
+                                  int64_t mode, bool sparse, const OptTensor& psw, int64_t padding_idx) {
+  TORCH_CHECK(!sparse, "embedding_bag: sparse gradients are not supported on tpu");
+  return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, max_indices, num_weights,
+                                      scale_grad_by_freq, mode, psw, padding_idx);
+}
+at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad, const at::Tensor& weight,
+                                                     const at::Tensor& indices, const at::Tensor& offsets,
+                                                     const at::Tensor& offset2bag, int64_t mode,
+                                                     int64_t padding_idx) {
+  TORCH_CHECK(bag_mode(mode) == lowering::BagMode::Sum,
+              "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
+  c10::DeviceGuard guard(grad.device());
+  at::Tensor r = at::empty({indices.numel()}, grad.options());
+  if (r.numel() == 0) return r;
+  if (grad.numel() == 0) return r.zero_();
+  Program p("_embedding_bag_per_sample_weights_backward", grad.device().index());
+  p.write(r, lowering::embedding_bag_per_sample_weights_backward(p.graph(), p.read(grad), p.read(weight),
+                                                                 p.read(indices), p.read(offset2bag), padding_idx,
+                                                                 ir_of(grad.scalar_type())));
+  p.run();
+  return r;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -1145,6 +1267,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("multilabel_margin_loss_forward.output", multilabel_margin_loss_forward_out);
   m.impl("multilabel_margin_loss_backward", multilabel_margin_loss_backward);
   m.impl("multilabel_margin_loss_backward.grad_input", multilabel_margin_loss_backward_out);
+  m.impl("_embedding_bag_forward_only", embedding_bag_forward_only);
+  m.impl("_embedding_bag", embedding_bag);
+  m.impl("_embedding_bag_dense_backward", embedding_bag_dense_backward);
+  m.impl("_embedding_bag_backward", embedding_bag_backward);
+  m.impl("_embedding_bag_per_sample_weights_backward", embedding_bag_per_sample_weights_backward);
 }
 
 }  // namespace tpu::aten

@@ -1,6 +1,7 @@
 #include "lowering/nn.h"
 
 #include <cmath>
+#include <limits>
 
 #include "lowering/reduce.h"
 
@@ -621,6 +622,123 @@ Value multilabel_margin_loss_backward(ir::Graph& g, Value grad, Value x, Value t
                     {1}, false, acc, acc);
   Value gi = div(g, sub(g, plus, minus), full_like(g, plus, static_cast<double>(shape[1])));
   return ir::convert(g, mul(g, gi, sample_grad(g, grad, shape, reduction, acc)), result);
+}
+
+// ------------------------------------------------------------ embedding_bag
+
+namespace {
+
+Value s64(ir::Graph& g, double v, const ir::Shape& shape) { return ir::full(g, DType::S64, v, shape); }
+
+// Whether each index counts (is not the padding index), [L] pred.
+Value counted(ir::Graph& g, Value idx, int64_t padding_idx) {
+  const ir::Shape& s = g.type(idx).shape;
+  if (padding_idx < 0) return ir::full(g, DType::Pred, 1, s);
+  return cmp(g, idx, s64(g, static_cast<double>(padding_idx), s), ir::Compare::NE);
+}
+
+}  // namespace
+
+BagForward embedding_bag(ir::Graph& g, Value weight, Value indices, Value offsets, int64_t bags, BagMode mode,
+                         OptValue psw, int64_t padding_idx, DType result) {
+  DType acc = accumulate_dtype(g.type(weight).dtype);
+  int64_t l = g.type(indices).shape[0], d = g.type(weight).shape[1];
+  Value idx = ir::convert(g, indices, DType::S64);
+  Value off = ir::slice(g, ir::convert(g, offsets, DType::S64), {0}, {bags});
+  // bag(i) = #{b : offsets[b] <= i} - 1
+  ir::Shape lb{l, bags};
+  Value le = cmp(g, ir::broadcast_in_dim(g, off, lb, {1}), ir::iota(g, DType::S64, lb, 0), ir::Compare::LE);
+  Value bag = ir::binary(g, "stablehlo.subtract", sum(g, ir::convert(g, le, DType::S64), {1}, false, DType::S64, DType::S64),
+                         s64(g, 1, {l}));
+  Value valid = counted(g, idx, padding_idx);
+  // Indices before the first offset belong to no bag: drop them (bag -1 is outside).
+  BagForward f;
+  f.offset2bag = bag;
+  Value ones = ir::select(g, valid, s64(g, 1, {l}), s64(g, 0, {l}));
+  f.bag_size = ir::scatter_rows(g, s64(g, 0, {bags}), bag, ones, ir::Combiner::Add);
+  Value rows = ir::convert(g, ir::gather_rows(g, weight, idx), acc);  // [L, D]
+  ir::Shape ld{l, d};
+  Value valid_ld = ir::broadcast_in_dim(g, valid, ld, {0});
+  if (mode == BagMode::Max) {
+    Value low = ir::full(g, acc, -std::numeric_limits<double>::infinity(), ld);
+    Value vals = ir::select(g, valid_ld, rows, low);
+    Value best = ir::scatter_rows(g, ir::full(g, acc, -std::numeric_limits<double>::infinity(), {bags, d}), bag, vals,
+                                  ir::Combiner::Max);
+    // The first index reaching the maximum (ATen replaces only on a strictly greater value).
+    Value at_best = land(g, valid_ld, cmp(g, vals, ir::gather_rows(g, best, ir::binary(g, "stablehlo.maximum", bag, s64(g, 0, {l}))),
+                                          ir::Compare::EQ));
+    Value pos = ir::select(g, at_best, ir::iota(g, DType::S64, ld, 0), s64(g, static_cast<double>(l), ld));
+    Value first = ir::scatter_rows(g, s64(g, static_cast<double>(l), {bags, d}), bag, pos, ir::Combiner::Min);
+    Value empty = ir::broadcast_in_dim(g, cmp(g, f.bag_size, s64(g, 0, {bags}), ir::Compare::EQ), {bags, d}, {0});
+    Value picked = ir::gather_1d(g, ir::concatenate(g, {idx, s64(g, -1, {1})}, 0), first);
+    f.max_indices = ir::select(g, empty, s64(g, -1, {bags, d}), picked);
+    f.output = ir::convert(g, ir::select(g, empty, ir::full(g, acc, 0, {bags, d}), best), result);
+    return f;
+  }
+  if (psw) rows = mul(g, rows, ir::broadcast_in_dim(g, ir::convert(g, *psw, acc), ld, {0}));
+  rows = ir::select(g, valid_ld, rows, ir::full(g, acc, 0, ld));
+  Value total = ir::scatter_rows(g, ir::full(g, acc, 0, {bags, d}), bag, rows, ir::Combiner::Add);
+  if (mode == BagMode::Mean) {
+    Value n = ir::convert(g, ir::binary(g, "stablehlo.maximum", f.bag_size, s64(g, 1, {bags})), acc);
+    total = div(g, total, ir::broadcast_in_dim(g, n, {bags, d}, {0}));
+  }
+  f.output = ir::convert(g, total, result);
+  f.max_indices = s64(g, 0, {bags});
+  return f;
+}
+
+Value embedding_bag_backward(ir::Graph& g, Value grad, Value indices, Value offset2bag, Value bag_size,
+                             Value max_indices, int64_t num_weights, bool scale_grad_by_freq, BagMode mode,
+                             OptValue psw, int64_t padding_idx, DType result) {
+  DType acc = accumulate_dtype(g.type(grad).dtype);
+  int64_t bags = g.type(grad).shape[0], d = g.type(grad).shape[1], l = g.type(indices).shape[0];
+  Value ga = ir::convert(g, grad, acc);
+  Value idx = ir::convert(g, indices, DType::S64);
+  ir::Shape vd{num_weights, d};
+  if (mode == BagMode::Max) {
+    // grad[b, j] lands on weight[max_indices[b, j], j]; empty bags (-1) are dropped.
+    Value mi = ir::convert(g, max_indices, DType::S64);
+    Value neg = cmp(g, mi, s64(g, 0, {bags, d}), ir::Compare::LT);
+    Value flat = ir::binary(g, "stablehlo.add", ir::binary(g, "stablehlo.multiply", mi, s64(g, static_cast<double>(d), {bags, d})),
+                            ir::iota(g, DType::S64, {bags, d}, 1));
+    flat = ir::select(g, neg, s64(g, static_cast<double>(num_weights * d), {bags, d}), flat);
+    Value r = ir::scatter_1d_combine(g, ir::full(g, acc, 0, {num_weights * d}), ir::reshape(g, flat, {bags * d}),
+                                     ir::reshape(g, ga, {bags * d}), ir::Combiner::Add);
+    return ir::convert(g, ir::reshape(g, r, vd), result);
+  }
+  Value bag = ir::convert(g, offset2bag, DType::S64);
+  Value inbag = cmp(g, bag, s64(g, 0, {l}), ir::Compare::GE);
+  Value rows = ir::gather_rows(g, ga, ir::binary(g, "stablehlo.maximum", bag, s64(g, 0, {l})));  // [L, D]
+  ir::Shape ld{l, d};
+  Value scale = ir::full(g, acc, 1, {l});
+  if (mode == BagMode::Mean) {
+    Value n = ir::convert(g, ir::binary(g, "stablehlo.maximum", ir::convert(g, bag_size, DType::S64), s64(g, 1, {bags})), acc);
+    scale = div(g, scale, ir::gather_rows(g, n, ir::binary(g, "stablehlo.maximum", bag, s64(g, 0, {l}))));
+  }
+  if (psw) scale = mul(g, scale, ir::convert(g, *psw, acc));
+  Value keep = land(g, inbag, counted(g, idx, padding_idx));
+  if (scale_grad_by_freq) {
+    Value ones = ir::select(g, keep, ir::full(g, acc, 1, {l}), ir::full(g, acc, 0, {l}));
+    Value freq = ir::scatter_rows(g, ir::full(g, acc, 0, {num_weights}), idx, ones, ir::Combiner::Add);
+    scale = div(g, scale, ir::binary(g, "stablehlo.maximum", ir::gather_rows(g, freq, idx), ir::full(g, acc, 1, {l})));
+  }
+  scale = ir::select(g, keep, scale, ir::full(g, acc, 0, {l}));
+  rows = mul(g, rows, ir::broadcast_in_dim(g, scale, ld, {0}));
+  Value r = ir::scatter_rows(g, ir::full(g, acc, 0, vd), idx, rows, ir::Combiner::Add);
+  return ir::convert(g, r, result);
+}
+
+Value embedding_bag_per_sample_weights_backward(ir::Graph& g, Value grad, Value weight, Value indices,
+                                                Value offset2bag, int64_t padding_idx, DType result) {
+  DType acc = accumulate_dtype(g.type(grad).dtype);
+  int64_t l = g.type(indices).shape[0];
+  Value idx = ir::convert(g, indices, DType::S64);
+  Value bag = ir::convert(g, offset2bag, DType::S64);
+  Value gr = ir::convert(g, ir::gather_rows(g, grad, ir::binary(g, "stablehlo.maximum", bag, s64(g, 0, {l}))), acc);
+  Value wr = ir::convert(g, ir::gather_rows(g, weight, idx), acc);
+  Value dot = sum(g, mul(g, gr, wr), {1}, false, acc, acc);
+  Value keep = land(g, cmp(g, bag, s64(g, 0, {l}), ir::Compare::GE), counted(g, idx, padding_idx));
+  return ir::convert(g, ir::select(g, keep, dot, ir::full(g, acc, 0, {l})), result);
 }
 
 }  // namespace tpu::lowering

@@ -132,4 +132,26 @@ MultilabelForward multilabel_margin_loss(ir::Graph& g, ir::Value x, ir::Value ta
 ir::Value multilabel_margin_loss_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value target,
                                           Reduction reduction, ir::DType result);
 
+// embedding_bag: rows of weight [V, D] picked by indices [L], reduced per bag
+// (bags start at offsets[b], b < B) by sum (optionally weighted per sample),
+// mean or max; entries equal to padding_idx (>= 0) are skipped. Empty bags give 0.
+enum class BagMode : int64_t { Sum = 0, Mean = 1, Max = 2 };
+struct BagForward {
+  ir::Value output;       // [B, D] in `result`
+  ir::Value offset2bag;   // [L] s64: the bag of each index
+  ir::Value bag_size;     // [B] s64: indices counted per bag
+  ir::Value max_indices;  // [B, D] s64 (max mode; -1 for empty bags), else [B] zeros
+};
+BagForward embedding_bag(ir::Graph& g, ir::Value weight, ir::Value indices, ir::Value offsets, int64_t bags,
+                         BagMode mode, OptValue per_sample_weights, int64_t padding_idx, ir::DType result);
+// Dense gradient of weight [num_weights, D] from grad [B, D].
+ir::Value embedding_bag_backward(ir::Graph& g, ir::Value grad, ir::Value indices, ir::Value offset2bag,
+                                 ir::Value bag_size, ir::Value max_indices, int64_t num_weights,
+                                 bool scale_grad_by_freq, BagMode mode, OptValue per_sample_weights,
+                                 int64_t padding_idx, ir::DType result);
+// Gradient of the per-sample weights [L] (sum mode): <grad[bag(i)], weight[indices[i]]>.
+ir::Value embedding_bag_per_sample_weights_backward(ir::Graph& g, ir::Value grad, ir::Value weight,
+                                                    ir::Value indices, ir::Value offset2bag, int64_t padding_idx,
+                                                    ir::DType result);
+
 }  // namespace tpu::lowering
