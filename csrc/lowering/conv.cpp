@@ -63,13 +63,6 @@ Value conv_input_grad(ir::Graph& g, Value gy, Value w, const ConvParams& p, cons
   // kernel whose in/out features are swapped within each group.
   ir::Shape ws = g.type(w).shape;  // [O, C/G, k...]
   ir::Shape gys = g.type(gy).shape;
-  // Low-precision operands are widened first: products are exact in the
-  // accumulation type and the result is rounded once (XLA:CPU otherwise
-  // rounds partial sums of dilated-input convolutions in bf16).
-  if (ir::is_floating(result)) {
-    gy = ir::convert(g, gy, result);
-    w = ir::convert(g, w, result);
-  }
   size_t n = p.stride.size();
   int64_t G = p.groups, O = ws[0], Cg = ws[1];
   ir::Shape grouped{G, O / G, Cg};
@@ -100,10 +93,6 @@ Value conv_weight_grad(ir::Graph& g, Value x, Value gy, const ConvParams& p, con
   ir::Shape xs = g.type(x).shape;
   ir::Shape gys = g.type(gy).shape;
   size_t n = p.stride.size();
-  if (ir::is_floating(result)) {  // as in conv_input_grad
-    x = ir::convert(g, x, result);
-    gy = ir::convert(g, gy, result);
-  }
   ir::ConvDims dn = ir::ConvDims::channels_first(n);
   dn.input_batch = 1, dn.input_feature = 0;
   dn.kernel_output = 1, dn.kernel_input = 0;
