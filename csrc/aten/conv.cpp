@@ -237,7 +237,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool_impl(const char* name, int64_t k, co
                                                    at::Tensor* out, at::Tensor* indices) {
   const char* base = k == 2 ? "max_pool2d" : "max_pool3d";
   lowering::PoolParams p = pool_params(base, k, self, kernel_size, stride, padding, dilation, ceil_mode);
-  check_dtype(base, self, k == 2 ? Ints::All : Ints::None);
+  check_dtype(base, self, Ints::All);
   c10::DimVector shape = pooled_shape(self, p);
   c10::DeviceGuard guard(self.device());
   at::Tensor values, index;

@@ -295,8 +295,9 @@ at::Tensor im2col_op(const char* name, const at::Tensor& self, at::IntArrayRef k
               p.kernel[1], "), dilation=(", p.dilation[0], ", ", p.dilation[1], "), padding=(", p.padding[0], ", ",
               p.padding[1], "), calculated shape of the array of sliding blocks as (", bh, ", ", bw,
               "), but its components must be at least one.");
-  TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(self.scalar_type()), "\"im2col_out_cpu\" not implemented for '",
-              c10::toString(self.scalar_type()), "'");
+  // ATen's kernel has no integer instances, but an empty result never reaches it.
+  TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(self.scalar_type()) || n == 0,
+              "\"im2col_out_cpu\" not implemented for '", c10::toString(self.scalar_type()), "'");
   c10::DimVector shape{c * p.kernel[0] * p.kernel[1], bh * bw};
   if (batched) shape.insert(shape.begin(), n);
   c10::ScalarType t = self.scalar_type();
@@ -339,8 +340,8 @@ at::Tensor col2im_op(const char* name, const at::Tensor& self, c10::SymIntArrayR
               "), expected size of input's dimension ", batched ? 2 : 1,
               " to match the calculated number of sliding blocks ", bh, " * ", bw, " = ", bh * bw,
               ", but got input.size(", batched ? 2 : 1, ")=", length, ".");
-  TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(self.scalar_type()), "\"col2im_out_cpu\" not implemented for '",
-              c10::toString(self.scalar_type()), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(self.scalar_type()) || n == 0,
+              "\"col2im_out_cpu\" not implemented for '", c10::toString(self.scalar_type()), "'");
   int64_t c = cols / kk;
   c10::DimVector shape{c, output[0], output[1]};
   if (batched) shape.insert(shape.begin(), n);
