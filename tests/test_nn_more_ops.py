@@ -196,8 +196,12 @@ def test_interpolate_low_precision_and_uint8():
 
 def test_interpolate_errors():
     for device in ("cpu", "tpu"):
-        with pytest.raises(RuntimeError, match="should be greater than 0"):
+        msg = r"should be greater than 0, but got input \(H: 2, W: 2\) output \(H: 0, W: 3\)"
+        with pytest.raises(RuntimeError, match=msg):
             torch._C._nn.upsample_nearest2d(make((1, 1, 2, 2)).to(device), (0, 3))
+        with pytest.raises(RuntimeError, match="Non-empty 4D data tensor expected"):
+            F.interpolate(make((1, 0, 2, 2)).to(device), size=(3, 3), mode="bilinear")
+    check(lambda t: F.interpolate(t, size=(3, 3), mode="bilinear"), make((0, 2, 2, 2)))  # empty batch
 
 
 # ------------------------------------------------------------ unfold / fold / channel_shuffle

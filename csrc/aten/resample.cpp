@@ -28,12 +28,6 @@ ir::Dims int_list(c10::SymIntArrayRef v) {
   return out;
 }
 
-std::string dims_str(c10::IntArrayRef v) {
-  std::ostringstream ss;
-  ss << v;
-  return ss.str();
-}
-
 // Runs `build` over `input` read in `compute`; the result (shape `shape`, dtype `dtype`) lands in out or a new tensor.
 template <typename F>
 at::Tensor run_op(const char* name, const at::Tensor& input, c10::IntArrayRef shape, c10::ScalarType dtype,
@@ -137,9 +131,16 @@ std::vector<Taps> upsample_taps(const char* name, Interp mode, c10::IntArrayRef 
   TORCH_CHECK(static_cast<int64_t>(input_size.size()) == k + 2, "It is expected input_size equals to ", k + 2,
               ", but got size ", input_size.size());
   bool ok = true;
-  for (int64_t d = 0; d < k; ++d) ok = ok && input_size[2 + d] > 0 && output[d] > 0;
-  TORCH_CHECK(ok, "Input and output sizes should be greater than 0, but got input (", dims_str(input_size.slice(2)),
-              ") output (", dims_str(output), ")");
+  std::ostringstream in_ss, out_ss;
+  const char* names[3] = {"D", "H", "W"};
+  for (int64_t d = 0; d < k; ++d) {
+    ok = ok && input_size[2 + d] > 0 && output[d] > 0;
+    const char* sep = d ? ", " : "";
+    in_ss << sep << names[3 - k + d] << ": " << input_size[2 + d];
+    out_ss << sep << names[3 - k + d] << ": " << output[d];
+  }
+  TORCH_CHECK(ok, "Input and output sizes should be greater than 0, but got input (", in_ss.str(), ") output (",
+              out_ss.str(), ")");
   std::vector<Taps> taps;
   for (int64_t d = 0; d < k; ++d)
     taps.push_back(lowering::interp_taps(mode, input_size[2 + d], output[d], align_corners, scales[d],
@@ -160,8 +161,10 @@ at::Tensor upsample_op(const char* name, Interp mode, const at::Tensor& self, c1
   TORCH_CHECK(static_cast<int64_t>(scales.size()) == k, name, ": expected ", k, " scales");
   TORCH_CHECK(self.dim() == k + 2, "Expected ", k + 2, "D input tensor, but got ", self.sizes());
   check_upsample_dtype(name, mode, self.scalar_type());
-  TORCH_CHECK(self.numel() != 0 || (self.size(0) == 0 && self.size(1) != 0) || self.size(0) == 0,
-              "Non-empty ", k + 2, "D data tensor expected but got a tensor with sizes ", self.sizes());
+  int64_t rest = 1;  // an empty batch is fine, empty channels or spatial dims are not
+  for (int64_t i = 1; i < self.dim(); ++i) rest *= self.size(i);
+  TORCH_CHECK(self.numel() != 0 || rest != 0, "Non-empty ", k + 2, "D data tensor expected but got a tensor with sizes ",
+              self.sizes());
   std::vector<Taps> taps = upsample_taps(name, mode, self.sizes(), output, align_corners, scales, self.scalar_type());
   c10::DimVector shape(self.sizes().begin(), self.sizes().end());
   for (int64_t d = 0; d < k; ++d) shape[2 + d] = output[d];
