@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <sstream>
 #include <tuple>
 
 #include "aten/op_helpers.h"
@@ -147,6 +148,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     // A transposed convolution's input gradient is the plain convolution.
     ir::Value r = transposed ? lowering::conv_forward(g, gy, w, p, acc)
                              : lowering::conv_input_grad(g, gy, w, p, in_spatial, acc);
+    // An output_padding of at least the stride (allowed when the dilation is
+    // larger) gives gy trailing rows no input position reaches: the plain
+    // convolution of gy then yields extra rows, which are not gradients.
+    const ir::Shape& rs = g.type(r).shape;
+    ir::Shape want = to_shape(input.sizes());
+    if (rs != want) r = ir::slice(g, r, ir::Dims(rs.size(), 0), want);
     prog.write(grad_input, r);
   }
   if (output_mask[1]) {
@@ -166,45 +173,55 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
 
 // ------------------------------------------------------------ pooling
 
-// ATen's argument checks of the 2d pooling ops; returns the parameters.
-lowering::PoolParams pool2d_params(const char* name, const at::Tensor& input, at::IntArrayRef kernel_size,
-                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                                   bool ceil_mode) {
-  TORCH_CHECK(kernel_size.size() == 1 || kernel_size.size() == 2, name,
-              ": kernel_size must either be a single int, or a tuple of two ints");
-  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == 2, name,
-              ": stride must either be omitted, a single int, or a tuple of two ints");
-  TORCH_CHECK(padding.size() == 1 || padding.size() == 2, name,
-              ": padding must either be a single int, or a tuple of two ints");
-  TORCH_CHECK(dilation.size() == 1 || dilation.size() == 2, name,
-              ": dilation must be either a single int, or a tuple of two ints");
-  TORCH_CHECK((input.dim() == 3 || input.dim() == 4) && input.size(-1) != 0 && input.size(-2) != 0 &&
-                  input.size(-3) != 0,
-              "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got:",
-              input.sizes());
-  ir::Dims k = expand(ir::Dims(kernel_size.begin(), kernel_size.end()), 2, 1);
-  lowering::PoolParams p{k, stride.empty() ? k : expand(ir::Dims(stride.begin(), stride.end()), 2, 1),
-                         expand(ir::Dims(padding.begin(), padding.end()), 2, 0),
-                         expand(ir::Dims(dilation.begin(), dilation.end()), 2, 1), ceil_mode};
-  TORCH_CHECK(p.kernel[0] > 0 && p.kernel[1] > 0, "kernel size should be greater than zero, but got kH: ",
-              p.kernel[0], " kW: ", p.kernel[1]);
-  TORCH_CHECK(p.stride[0] > 0 && p.stride[1] > 0, "stride should be greater than zero, but got dH: ", p.stride[0],
-              " dW: ", p.stride[1]);
-  TORCH_CHECK(p.dilation[0] > 0 && p.dilation[1] > 0, "dilation should be greater than zero, but got dilationH: ",
-              p.dilation[0], " dilationW: ", p.dilation[1]);
-  for (int d = 0; d < 2; ++d)
+// ATen's argument checks of the 2d/3d (k) pooling ops; returns the parameters.
+lowering::PoolParams pool_params(const char* name, int64_t k, const at::Tensor& input, at::IntArrayRef kernel_size,
+                                 at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                 bool ceil_mode) {
+  const char* ints = k == 2 ? "two ints" : "three ints";
+  size_t n = static_cast<size_t>(k);
+  TORCH_CHECK(kernel_size.size() == 1 || kernel_size.size() == n, name,
+              ": kernel_size must either be a single int, or a tuple of ", ints);
+  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == n, name,
+              ": stride must either be omitted, a single int, or a tuple of ", ints);
+  TORCH_CHECK(padding.size() == 1 || padding.size() == n, name,
+              ": padding must either be a single int, or a tuple of ", ints);
+  TORCH_CHECK(dilation.size() == 1 || dilation.size() == n, name,
+              ": dilation must be either a single int, or a tuple of ", ints);
+  bool ok = input.dim() == k + 1 || input.dim() == k + 2;
+  for (int64_t d = 1; ok && d <= k + 1; ++d) ok = input.size(-d) != 0;
+  if (k == 2) {
+    TORCH_CHECK(ok, "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got:",
+                input.sizes());
+  } else {
+    TORCH_CHECK(ok, "non-empty 4D or 5D (batch mode) tensor expected for input, but got: ", input.sizes());
+  }
+  ir::Dims kd = expand(ir::Dims(kernel_size.begin(), kernel_size.end()), n, 1);
+  lowering::PoolParams p{kd, stride.empty() ? kd : expand(ir::Dims(stride.begin(), stride.end()), n, 1),
+                         expand(ir::Dims(padding.begin(), padding.end()), n, 0),
+                         expand(ir::Dims(dilation.begin(), dilation.end()), n, 1), ceil_mode};
+  for (size_t d = 0; d < n; ++d) {
+    TORCH_CHECK(p.kernel[d] > 0, "kernel size should be greater than zero, but got ", c10::IntArrayRef(p.kernel));
+    TORCH_CHECK(p.stride[d] > 0, "stride should be greater than zero, but got ", c10::IntArrayRef(p.stride));
+    TORCH_CHECK(p.dilation[d] > 0, "dilation should be greater than zero, but got ", c10::IntArrayRef(p.dilation));
     TORCH_CHECK(p.padding[d] >= 0 && p.kernel[d] / 2 >= p.padding[d],
                 "pad should be at most half of effective kernel size, but got pad=", p.padding[d],
                 ", kernel_size=", p.kernel[d], " and dilation=", p.dilation[d]);
-  int64_t oh = lowering::pooling_output_size(input.size(-2), p.kernel[0], p.padding[0], p.stride[0], p.dilation[0],
-                                             ceil_mode);
-  int64_t ow = lowering::pooling_output_size(input.size(-1), p.kernel[1], p.padding[1], p.stride[1], p.dilation[1],
-                                             ceil_mode);
-  TORCH_CHECK(oh >= 1 && ow >= 1, "Given input size: (", input.size(-3), "x", input.size(-2), "x", input.size(-1),
-              "). Calculated output size: (", input.size(-3), "x", oh, "x", ow, "). Output size is too small");
+  }
+  std::ostringstream in_ss, out_ss;
+  bool small = false;
+  in_ss << input.size(-k - 1);
+  out_ss << input.size(-k - 1);
+  for (int64_t d = 0; d < k; ++d) {
+    int64_t in = input.size(input.dim() - k + d);
+    int64_t o = lowering::pooling_output_size(in, p.kernel[d], p.padding[d], p.stride[d], p.dilation[d], ceil_mode);
+    small = small || o < 1;
+    in_ss << "x" << in;
+    out_ss << "x" << o;
+  }
+  TORCH_CHECK(!small, "Given input size: (", in_ss.str(), "). Calculated output size: (", out_ss.str(),
+              "). Output size is too small");
   return p;
 }
-
 c10::DimVector pooled_shape(const at::Tensor& input, const lowering::PoolParams& p) {
   c10::DimVector shape(input.sizes().begin(), input.sizes().end());
   size_t lead = shape.size() - p.kernel.size();
@@ -214,12 +231,13 @@ c10::DimVector pooled_shape(const at::Tensor& input, const lowering::PoolParams&
   return shape;
 }
 
-std::tuple<at::Tensor, at::Tensor> max_pool2d_impl(const char* name, const at::Tensor& self,
+std::tuple<at::Tensor, at::Tensor> max_pool_impl(const char* name, int64_t k, const at::Tensor& self,
                                                    at::IntArrayRef kernel_size, at::IntArrayRef stride,
                                                    at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
                                                    at::Tensor* out, at::Tensor* indices) {
-  lowering::PoolParams p = pool2d_params("max_pool2d", self, kernel_size, stride, padding, dilation, ceil_mode);
-  check_dtype("max_pool2d", self, Ints::All);
+  const char* base = k == 2 ? "max_pool2d" : "max_pool3d";
+  lowering::PoolParams p = pool_params(base, k, self, kernel_size, stride, padding, dilation, ceil_mode);
+  check_dtype(base, self, Ints::All);
   c10::DimVector shape = pooled_shape(self, p);
   c10::DeviceGuard guard(self.device());
   at::Tensor values, index;
@@ -242,7 +260,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d_impl(const char* name, const at::T
 std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(const at::Tensor& self, at::IntArrayRef kernel_size,
                                                            at::IntArrayRef stride, at::IntArrayRef padding,
                                                            at::IntArrayRef dilation, bool ceil_mode) {
-  return max_pool2d_impl("max_pool2d_with_indices", self, kernel_size, stride, padding, dilation, ceil_mode, nullptr,
+  return max_pool_impl("max_pool2d_with_indices", 2, self, kernel_size, stride, padding, dilation, ceil_mode, nullptr,
                          nullptr);
 }
 
@@ -250,16 +268,17 @@ std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(const at::Tenso
                                                                  at::IntArrayRef stride, at::IntArrayRef padding,
                                                                  at::IntArrayRef dilation, bool ceil_mode,
                                                                  at::Tensor& out, at::Tensor& indices) {
-  max_pool2d_impl("max_pool2d_with_indices.out", self, kernel_size, stride, padding, dilation, ceil_mode, &out,
+  max_pool_impl("max_pool2d_with_indices.out", 2, self, kernel_size, stride, padding, dilation, ceil_mode, &out,
                   &indices);
   return {out, indices};
 }
 
-at::Tensor max_pool2d_backward_impl(const char* name, const at::Tensor& grad_output, const at::Tensor& self,
+at::Tensor max_pool_backward_impl(const char* name, int64_t k, const at::Tensor& grad_output, const at::Tensor& self,
                                     at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
                                     at::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices,
                                     at::Tensor* out) {
-  lowering::PoolParams p = pool2d_params("max_pool2d", self, kernel_size, stride, padding, dilation, ceil_mode);
+  lowering::PoolParams p = pool_params(k == 2 ? "max_pool2d" : "max_pool3d", k, self, kernel_size, stride, padding,
+                                       dilation, ceil_mode);
   c10::DimVector expected = pooled_shape(self, p);
   TORCH_CHECK(grad_output.sizes().equals(expected) && indices.sizes().equals(expected), name,
               ": grad_output and indices of shape ", grad_output.sizes(), " and ", indices.sizes(),
@@ -270,7 +289,7 @@ at::Tensor max_pool2d_backward_impl(const char* name, const at::Tensor& grad_out
   Program prog(name, self.device().index());
   ir::Graph& g = prog.graph();
   ir::Value r = lowering::max_pool_backward(g, prog.read(grad_output), prog.read(indices), to_shape(self.sizes()),
-                                            2, accumulate_type(grad_output.scalar_type()));
+                                            k, accumulate_type(grad_output.scalar_type()));
   prog.write(grad_input, r);
   prog.run();
   return grad_input;
@@ -280,7 +299,7 @@ at::Tensor max_pool2d_with_indices_backward(const at::Tensor& grad_output, const
                                             at::IntArrayRef kernel_size, at::IntArrayRef stride,
                                             at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
                                             const at::Tensor& indices) {
-  return max_pool2d_backward_impl("max_pool2d_with_indices_backward", grad_output, self, kernel_size, stride, padding,
+  return max_pool_backward_impl("max_pool2d_with_indices_backward", 2, grad_output, self, kernel_size, stride, padding,
                                   dilation, ceil_mode, indices, nullptr);
 }
 
@@ -288,23 +307,23 @@ at::Tensor& max_pool2d_with_indices_backward_out(const at::Tensor& grad_output, 
                                                  at::IntArrayRef kernel_size, at::IntArrayRef stride,
                                                  at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
                                                  const at::Tensor& indices, at::Tensor& grad_input) {
-  max_pool2d_backward_impl("max_pool2d_with_indices_backward.grad_input", grad_output, self, kernel_size, stride,
+  max_pool_backward_impl("max_pool2d_with_indices_backward.grad_input", 2, grad_output, self, kernel_size, stride,
                            padding, dilation, ceil_mode, indices, &grad_input);
   return grad_input;
 }
 
-lowering::PoolParams avg_pool2d_params(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+lowering::PoolParams avg_pool_params(int64_t k, const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                                        at::IntArrayRef padding, bool ceil_mode,
                                        std::optional<int64_t> divisor_override) {
   TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, "divisor must be not zero");
-  return pool2d_params("avg_pool2d", self, kernel_size, stride, padding, {1}, ceil_mode);
+  return pool_params(k == 2 ? "avg_pool2d" : "avg_pool3d", k, self, kernel_size, stride, padding, {1}, ceil_mode);
 }
 
-at::Tensor avg_pool2d_impl(const char* name, const at::Tensor& self, at::IntArrayRef kernel_size,
+at::Tensor avg_pool_impl(const char* name, int64_t k, const at::Tensor& self, at::IntArrayRef kernel_size,
                            at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor_override, at::Tensor* out) {
-  lowering::PoolParams p = avg_pool2d_params(self, kernel_size, stride, padding, ceil_mode, divisor_override);
-  check_dtype("avg_pool2d", self, Ints::Long);
+  lowering::PoolParams p = avg_pool_params(k, self, kernel_size, stride, padding, ceil_mode, divisor_override);
+  check_dtype(k == 2 ? "avg_pool2d" : "avg_pool3d", self, Ints::Long);
   c10::DimVector shape = pooled_shape(self, p);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = out ? prepare_output(name, out, shape, self.scalar_type(), self.device(), false)
@@ -320,23 +339,23 @@ at::Tensor avg_pool2d_impl(const char* name, const at::Tensor& self, at::IntArra
 at::Tensor avg_pool2d(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                       at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                       std::optional<int64_t> divisor_override) {
-  return avg_pool2d_impl("avg_pool2d", self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+  return avg_pool_impl("avg_pool2d", 2, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
                          divisor_override, nullptr);
 }
 
 at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor_override, at::Tensor& out) {
-  avg_pool2d_impl("avg_pool2d.out", self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+  avg_pool_impl("avg_pool2d.out", 2, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
                   divisor_override, &out);
   return out;
 }
 
-at::Tensor avg_pool2d_backward_impl(const char* name, const at::Tensor& grad_output, const at::Tensor& self,
+at::Tensor avg_pool_backward_impl(const char* name, int64_t k, const at::Tensor& grad_output, const at::Tensor& self,
                                     at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
                                     bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override,
                                     at::Tensor* out) {
-  lowering::PoolParams p = avg_pool2d_params(self, kernel_size, stride, padding, ceil_mode, divisor_override);
+  lowering::PoolParams p = avg_pool_params(k, self, kernel_size, stride, padding, ceil_mode, divisor_override);
   c10::DimVector expected = pooled_shape(self, p);
   TORCH_CHECK(grad_output.sizes().equals(expected), name, ": grad_output of shape ", grad_output.sizes(),
               " does not match the pooled shape ", c10::IntArrayRef(expected));
@@ -354,7 +373,7 @@ at::Tensor avg_pool2d_backward_impl(const char* name, const at::Tensor& grad_out
 at::Tensor avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
                                at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
                                bool count_include_pad, std::optional<int64_t> divisor_override) {
-  return avg_pool2d_backward_impl("avg_pool2d_backward", grad_output, self, kernel_size, stride, padding, ceil_mode,
+  return avg_pool_backward_impl("avg_pool2d_backward", 2, grad_output, self, kernel_size, stride, padding, ceil_mode,
                                   count_include_pad, divisor_override, nullptr);
 }
 
@@ -362,28 +381,34 @@ at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
                                     at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
                                     bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override,
                                     at::Tensor& grad_input) {
-  avg_pool2d_backward_impl("avg_pool2d_backward.grad_input", grad_output, self, kernel_size, stride, padding,
+  avg_pool_backward_impl("avg_pool2d_backward.grad_input", 2, grad_output, self, kernel_size, stride, padding,
                            ceil_mode, count_include_pad, divisor_override, &grad_input);
   return grad_input;
 }
 
-at::Tensor adaptive_avg_pool2d_impl(const char* name, const at::Tensor& self, c10::SymIntArrayRef output_size_,
-                                    at::Tensor* out) {
-  ir::Dims output_size = int_list(output_size_);
-  TORCH_CHECK(output_size.size() == 2, "adaptive_avg_pool2d: output_size must be 2");
-  TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0,
-              "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but received {",
-              output_size[0], ", ", output_size[1], "}");
-  TORCH_CHECK(self.dim() == 3 || self.dim() == 4,
-              "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got ", self.sizes());
+// ATen's checks of adaptive pooling over the trailing k dims; returns the output shape.
+c10::DimVector adaptive_shape(const char* base, int64_t k, const at::Tensor& self, const ir::Dims& output_size) {
+  TORCH_CHECK(static_cast<int64_t>(output_size.size()) == k, base, ": output_size must be ", k);
+  for (int64_t o : output_size)
+    TORCH_CHECK(o >= 0, base, ": elements of output_size must be greater than or equal to 0 but received ",
+                c10::IntArrayRef(output_size));
+  TORCH_CHECK(self.dim() == k + 1 || self.dim() == k + 2, base, "(): Expected ", k + 1, "D or ", k + 2,
+              "D tensor, but got ", self.sizes());
   for (int64_t i = 1; i < self.dim(); ++i)
-    TORCH_CHECK(self.size(i) > 0,
-                "adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch dimensions, but input "
+    TORCH_CHECK(self.size(i) > 0, base,
+                "(): Expected input to have non-zero size for non-batch dimensions, but input "
                 "has sizes ", self.sizes(), " with dimension ", i, " being empty");
-  check_dtype("adaptive_avg_pool2d", self, Ints::None);
   c10::DimVector shape(self.sizes().begin(), self.sizes().end());
-  shape[shape.size() - 2] = output_size[0];
-  shape[shape.size() - 1] = output_size[1];
+  for (int64_t d = 0; d < k; ++d) shape[shape.size() - k + d] = output_size[d];
+  return shape;
+}
+
+at::Tensor adaptive_avg_pool_impl(const char* name, int64_t k, const at::Tensor& self,
+                                  c10::SymIntArrayRef output_size_, at::Tensor* out) {
+  ir::Dims output_size = int_list(output_size_);
+  const char* base = k == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d";
+  c10::DimVector shape = adaptive_shape(base, k, self, output_size);
+  check_dtype(base, self, Ints::None);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = out ? prepare_output(name, out, shape, self.scalar_type(), self.device(), false)
                           : empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
@@ -396,18 +421,18 @@ at::Tensor adaptive_avg_pool2d_impl(const char* name, const at::Tensor& self, c1
 }
 
 at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
-  return adaptive_avg_pool2d_impl("_adaptive_avg_pool2d", self, output_size, nullptr);
+  return adaptive_avg_pool_impl("_adaptive_avg_pool2d", 2, self, output_size, nullptr);
 }
 
 at::Tensor& adaptive_avg_pool2d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, at::Tensor& out) {
-  adaptive_avg_pool2d_impl("_adaptive_avg_pool2d.out", self, output_size, &out);
+  adaptive_avg_pool_impl("_adaptive_avg_pool2d.out", 2, self, output_size, &out);
   return out;
 }
 
-at::Tensor adaptive_avg_pool2d_backward_impl(const char* name, const at::Tensor& grad_output, const at::Tensor& self,
-                                             at::Tensor* out) {
-  TORCH_CHECK(grad_output.dim() == self.dim() && (self.dim() == 3 || self.dim() == 4), name,
-              ": expected 3D or 4D grad_output and input of the same rank, got ", grad_output.sizes(), " and ",
+at::Tensor adaptive_avg_pool_backward_impl(const char* name, int64_t k, const at::Tensor& grad_output,
+                                           const at::Tensor& self, at::Tensor* out) {
+  TORCH_CHECK(grad_output.dim() == self.dim() && (self.dim() == k + 1 || self.dim() == k + 2), name,
+              ": expected grad_output and input of the same rank, got ", grad_output.sizes(), " and ",
               self.sizes());
   c10::DeviceGuard guard(self.device());
   at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
@@ -415,20 +440,338 @@ at::Tensor adaptive_avg_pool2d_backward_impl(const char* name, const at::Tensor&
   if (grad_output.numel() == 0) return grad_input.zero_();
   Program prog(name, self.device().index());
   prog.write(grad_input, lowering::adaptive_avg_pool_backward(prog.graph(), prog.read(grad_output),
-                                                              to_shape(self.sizes()), 2,
+                                                              to_shape(self.sizes()), k,
                                                               accumulate_type(grad_output.scalar_type())));
   prog.run();
   return grad_input;
 }
 
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
-  return adaptive_avg_pool2d_backward_impl("_adaptive_avg_pool2d_backward", grad_output, self, nullptr);
+  return adaptive_avg_pool_backward_impl("_adaptive_avg_pool2d_backward", 2, grad_output, self, nullptr);
 }
 
 at::Tensor& adaptive_avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
                                              at::Tensor& out) {
-  adaptive_avg_pool2d_backward_impl("_adaptive_avg_pool2d_backward.out", grad_output, self, &out);
+  adaptive_avg_pool_backward_impl("_adaptive_avg_pool2d_backward.out", 2, grad_output, self, &out);
   return out;
+}
+
+// ------------------------------------------------------------ 3d pooling
+
+#define POOL3D_ARGS at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding
+std::tuple<at::Tensor, at::Tensor> max_pool3d_with_indices(const at::Tensor& self, POOL3D_ARGS,
+                                                           at::IntArrayRef dilation, bool ceil_mode) {
+  return max_pool_impl("max_pool3d_with_indices", 3, self, kernel_size, stride, padding, dilation, ceil_mode, nullptr,
+                       nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> max_pool3d_with_indices_out(const at::Tensor& self, POOL3D_ARGS,
+                                                                 at::IntArrayRef dilation, bool ceil_mode,
+                                                                 at::Tensor& out, at::Tensor& indices) {
+  max_pool_impl("max_pool3d_with_indices.out", 3, self, kernel_size, stride, padding, dilation, ceil_mode, &out,
+                &indices);
+  return {out, indices};
+}
+at::Tensor max_pool3d_with_indices_backward(const at::Tensor& grad_output, const at::Tensor& self, POOL3D_ARGS,
+                                            at::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices) {
+  return max_pool_backward_impl("max_pool3d_with_indices_backward", 3, grad_output, self, kernel_size, stride, padding,
+                                dilation, ceil_mode, indices, nullptr);
+}
+at::Tensor& max_pool3d_with_indices_backward_out(const at::Tensor& grad_output, const at::Tensor& self, POOL3D_ARGS,
+                                                 at::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices,
+                                                 at::Tensor& grad_input) {
+  max_pool_backward_impl("max_pool3d_with_indices_backward.grad_input", 3, grad_output, self, kernel_size, stride,
+                         padding, dilation, ceil_mode, indices, &grad_input);
+  return grad_input;
+}
+at::Tensor avg_pool3d(const at::Tensor& self, POOL3D_ARGS, bool ceil_mode, bool count_include_pad,
+                      std::optional<int64_t> divisor_override) {
+  return avg_pool_impl("avg_pool3d", 3, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override, nullptr);
+}
+at::Tensor& avg_pool3d_out(const at::Tensor& self, POOL3D_ARGS, bool ceil_mode, bool count_include_pad,
+                           std::optional<int64_t> divisor_override, at::Tensor& out) {
+  avg_pool_impl("avg_pool3d.out", 3, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                divisor_override, &out);
+  return out;
+}
+at::Tensor avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self, POOL3D_ARGS, bool ceil_mode,
+                               bool count_include_pad, std::optional<int64_t> divisor_override) {
+  return avg_pool_backward_impl("avg_pool3d_backward", 3, grad_output, self, kernel_size, stride, padding, ceil_mode,
+                                count_include_pad, divisor_override, nullptr);
+}
+at::Tensor& avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, POOL3D_ARGS,
+                                    bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override,
+                                    at::Tensor& grad_input) {
+  avg_pool_backward_impl("avg_pool3d_backward.grad_input", 3, grad_output, self, kernel_size, stride, padding,
+                         ceil_mode, count_include_pad, divisor_override, &grad_input);
+  return grad_input;
+}
+#undef POOL3D_ARGS
+at::Tensor adaptive_avg_pool3d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
+  return adaptive_avg_pool_impl("_adaptive_avg_pool3d", 3, self, output_size, nullptr);
+}
+at::Tensor& adaptive_avg_pool3d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, at::Tensor& out) {
+  adaptive_avg_pool_impl("_adaptive_avg_pool3d.out", 3, self, output_size, &out);
+  return out;
+}
+at::Tensor adaptive_avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  return adaptive_avg_pool_backward_impl("_adaptive_avg_pool3d_backward", 3, grad_output, self, nullptr);
+}
+at::Tensor& adaptive_avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::Tensor& out) {
+  adaptive_avg_pool_backward_impl("_adaptive_avg_pool3d_backward.out", 3, grad_output, self, &out);
+  return out;
+}
+
+// ------------------------------------------------------------ adaptive max pooling
+
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool_impl(const char* name, int64_t k, const at::Tensor& self,
+                                                          at::IntArrayRef output_size, at::Tensor* out,
+                                                          at::Tensor* indices) {
+  const char* base = k == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d";
+  ir::Dims output(output_size.begin(), output_size.end());
+  c10::DimVector shape = adaptive_shape(base, k, self, output);
+  check_dtype(base, self, Ints::None);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor values, index;
+  if (out == nullptr) {
+    values = empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
+    index = empty_like_format(shape, self, c10::kLong, self.suggest_memory_format());
+  } else {
+    values = prepare_output(name, out, shape, self.scalar_type(), self.device(), false);
+    index = prepare_output(name, indices, shape, c10::kLong, self.device(), false);
+  }
+  if (values.numel() == 0) return {values, index};
+  Program prog(name, self.device().index());
+  lowering::MaxPoolResult r = lowering::adaptive_max_pool(prog.graph(), prog.read(self), output);
+  prog.write(values, r.values);
+  prog.write(index, r.indices);
+  prog.run();
+  return {values, index};
+}
+at::Tensor adaptive_max_pool_backward_impl(const char* name, int64_t k, const at::Tensor& grad_output,
+                                           const at::Tensor& self, const at::Tensor& indices, at::Tensor* out) {
+  TORCH_CHECK(grad_output.dim() == self.dim() && indices.sizes().equals(grad_output.sizes()), name,
+              ": grad_output of shape ", grad_output.sizes(), " and indices of shape ", indices.sizes(),
+              " for input of shape ", self.sizes());
+  c10::DeviceGuard guard(self.device());
+  at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
+  if (grad_input.numel() == 0) return grad_input;
+  if (grad_output.numel() == 0) return grad_input.zero_();
+  Program prog(name, self.device().index());
+  prog.write(grad_input, lowering::max_pool_backward(prog.graph(), prog.read(grad_output), prog.read(indices),
+                                                     to_shape(self.sizes()), k,
+                                                     accumulate_type(grad_output.scalar_type())));
+  prog.run();
+  return grad_input;
+}
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self, at::IntArrayRef output_size) {
+  return adaptive_max_pool_impl("adaptive_max_pool2d", 2, self, output_size, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool2d_out(const at::Tensor& self, at::IntArrayRef output_size,
+                                                             at::Tensor& out, at::Tensor& indices) {
+  adaptive_max_pool_impl("adaptive_max_pool2d.out", 2, self, output_size, &out, &indices);
+  return {out, indices};
+}
+at::Tensor adaptive_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                        const at::Tensor& indices) {
+  return adaptive_max_pool_backward_impl("adaptive_max_pool2d_backward", 2, grad_output, self, indices, nullptr);
+}
+at::Tensor& adaptive_max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                             const at::Tensor& indices, at::Tensor& grad_input) {
+  adaptive_max_pool_backward_impl("adaptive_max_pool2d_backward.grad_input", 2, grad_output, self, indices,
+                                  &grad_input);
+  return grad_input;
+}
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool3d(const at::Tensor& self, at::IntArrayRef output_size) {
+  return adaptive_max_pool_impl("adaptive_max_pool3d", 3, self, output_size, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool3d_out(const at::Tensor& self, at::IntArrayRef output_size,
+                                                             at::Tensor& out, at::Tensor& indices) {
+  adaptive_max_pool_impl("adaptive_max_pool3d.out", 3, self, output_size, &out, &indices);
+  return {out, indices};
+}
+at::Tensor adaptive_max_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                        const at::Tensor& indices) {
+  return adaptive_max_pool_backward_impl("adaptive_max_pool3d_backward", 3, grad_output, self, indices, nullptr);
+}
+at::Tensor& adaptive_max_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                             const at::Tensor& indices, at::Tensor& grad_input) {
+  adaptive_max_pool_backward_impl("adaptive_max_pool3d_backward.grad_input", 3, grad_output, self, indices,
+                                  &grad_input);
+  return grad_input;
+}
+
+// ------------------------------------------------------------ max_unpool
+
+// Indices outside the output plane are dropped (ATen's CPU kernel raises
+// instead; checking would need the indices' values on the host).
+at::Tensor max_unpool_impl(const char* name, int64_t k, const at::Tensor& self, const at::Tensor& indices,
+                           c10::SymIntArrayRef output_size_, at::Tensor* out) {
+  ir::Dims output = int_list(output_size_);
+  TORCH_CHECK(indices.scalar_type() == c10::kLong, "elements in indices should be type int64 but got: ",
+              indices.scalar_type());
+  TORCH_CHECK(static_cast<int64_t>(output.size()) == k, "There should be exactly ", k, " elements (",
+              k == 2 ? "height, width" : "depth, height, width", ") in output_size, but got ", output.size(),
+              " elements.");
+  TORCH_CHECK(self.dim() == k + 1 || self.dim() == k + 2, "Input to max_unpooling", k, "d should be a ", k + 1,
+              "d or ", k + 2, "d Tensor, but got a tensor with ", self.dim(), " dimensions.");
+  TORCH_CHECK(self.sizes().equals(indices.sizes()), "Expected shape of indices to be same as that of the input tensor (",
+              self.sizes(), ") but got indices tensor with shape: ", indices.sizes());
+  for (int64_t i = 1; i < self.dim(); ++i)
+    TORCH_CHECK(self.size(i) > 0, "max_unpooling", k, "d(): ",
+                "Expected input to have non-zero size for non-batch dimensions, but got ", self.sizes(),
+                " with dimension ", i, " being empty.");
+  c10::DimVector shape(self.sizes().begin(), self.sizes().end() - k);
+  int64_t planes = 1, size = 1, length = 1;
+  for (int64_t s : shape) planes *= s;
+  for (int64_t o : output) {
+    shape.push_back(o);
+    size *= o;
+  }
+  for (int64_t d = 0; d < k; ++d) length *= self.size(self.dim() - k + d);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output_t = out ? prepare_output(name, out, shape, self.scalar_type(), self.device(), false)
+                            : empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
+  if (output_t.numel() == 0) return output_t;
+  if (self.numel() == 0) return output_t.zero_();
+  Program prog(name, self.device().index());
+  ir::Graph& g = prog.graph();
+  ir::Value r = lowering::max_unpool(g, ir::reshape(g, prog.read(self), {planes, length}),
+                                     ir::reshape(g, prog.read(indices), {planes, length}), size);
+  prog.write(output_t, ir::reshape(g, r, to_shape(shape)));
+  prog.run();
+  return output_t;
+}
+at::Tensor max_unpool2d(const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size) {
+  return max_unpool_impl("max_unpool2d", 2, self, indices, output_size, nullptr);
+}
+at::Tensor& max_unpool2d_out(const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size,
+                             at::Tensor& out) {
+  max_unpool_impl("max_unpool2d.out", 2, self, indices, output_size, &out);
+  return out;
+}
+void check_unpool3d(at::IntArrayRef stride, at::IntArrayRef padding) {
+  TORCH_CHECK(stride.size() == 3, "There should be exactly three elements (depth, height, width) in stride, but got: ",
+              stride.size(), " elements.");
+  TORCH_CHECK(padding.size() == 3, "There should be exactly three elements (depth, height, width) in padding, but got: ",
+              padding.size(), " elements.");
+  TORCH_CHECK(stride[0] > 0 && stride[1] > 0 && stride[2] > 0, "strides should be greater than zero, but got stride: ",
+              stride);
+}
+at::Tensor max_unpool3d(const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size,
+                        at::IntArrayRef stride, at::IntArrayRef padding) {
+  check_unpool3d(stride, padding);
+  return max_unpool_impl("max_unpool3d", 3, self, indices, output_size, nullptr);
+}
+at::Tensor& max_unpool3d_out(const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size,
+                             at::IntArrayRef stride, at::IntArrayRef padding, at::Tensor& out) {
+  check_unpool3d(stride, padding);
+  max_unpool_impl("max_unpool3d.out", 3, self, indices, output_size, &out);
+  return out;
+}
+
+// ------------------------------------------------------------ fractional max pooling
+
+std::tuple<at::Tensor, at::Tensor> fractional_impl(const char* name, int64_t k, const at::Tensor& self,
+                                                   at::IntArrayRef kernel_size, at::IntArrayRef output_size,
+                                                   const at::Tensor& samples, at::Tensor* out, at::Tensor* indices) {
+  const char* base = k == 2 ? "fractional_max_pool2d" : "fractional_max_pool3d";
+  TORCH_CHECK(static_cast<int64_t>(kernel_size.size()) == k && static_cast<int64_t>(output_size.size()) == k, base,
+              "(): kernel_size and output_size must have ", k, " elements");
+  TORCH_CHECK(self.dim() == k + 1 || self.dim() == k + 2, base, "(): Expected ", k + 1, "D or ", k + 2,
+              "D tensor, but got: ", self.sizes());
+  for (int64_t i = 1; i < self.dim(); ++i)
+    TORCH_CHECK(self.size(i) > 0, base, "(): Expected input to have non-zero size for non-batch dimensions, but got ",
+                self.sizes(), " with dimension ", i, " being empty.");
+  check_dtype(base, self, Ints::None);
+  ir::Dims kernel(kernel_size.begin(), kernel_size.end()), output(output_size.begin(), output_size.end());
+  const char* names[3] = {k == 2 ? "height" : "time", k == 2 ? "width" : "height", "width"};
+  for (int64_t d = 0; d < k; ++d) {
+    int64_t in = self.size(self.dim() - k + d);
+    TORCH_CHECK(output[d] + kernel[d] - 1 <= in, base, "(): pool ", names[d], " ", kernel[d],
+                " too large relative to input ", names[d], " ", in);
+  }
+  c10::DimVector shape(self.sizes().begin(), self.sizes().end() - k);
+  int64_t planes = 1;
+  for (int64_t s : shape) planes *= s;
+  for (int64_t o : output) shape.push_back(o);
+  TORCH_CHECK(samples.numel() == planes * k, base, "(): expected random_samples with ", planes * k,
+              " elements, got ", samples.sizes());
+  c10::DeviceGuard guard(self.device());
+  at::Tensor values = prepare_output(name, out, shape, self.scalar_type(), self.device(), false);
+  at::Tensor index = prepare_output(name, indices, shape, c10::kLong, self.device(), false);
+  if (values.numel() == 0) return {values, index};
+  Program prog(name, self.device().index());
+  ir::Graph& g = prog.graph();
+  ir::Shape xs{planes};
+  for (int64_t d = 0; d < k; ++d) xs.push_back(self.size(self.dim() - k + d));
+  // ATen's sample columns: (w, h) for 2d, (t, h, w) for 3d.
+  ir::Dims columns = k == 2 ? ir::Dims{1, 0} : ir::Dims{0, 1, 2};
+  ir::Value sv = ir::reshape(g, prog.read_as(samples, self.scalar_type()), {planes, k});
+  lowering::MaxPoolResult r =
+      lowering::fractional_max_pool(g, ir::reshape(g, prog.read(self), xs), sv, kernel, output, columns);
+  prog.write(values, ir::reshape(g, r.values, to_shape(shape)));
+  prog.write(index, ir::reshape(g, r.indices, to_shape(shape)));
+  prog.run();
+  return {values, index};
+}
+at::Tensor fractional_backward_impl(const char* name, int64_t k, const at::Tensor& grad_output, const at::Tensor& self,
+                                    const at::Tensor& indices, at::Tensor* out) {
+  TORCH_CHECK(grad_output.dim() == self.dim() && indices.sizes().equals(grad_output.sizes()), name,
+              ": grad_output of shape ", grad_output.sizes(), " and indices of shape ", indices.sizes(),
+              " for input of shape ", self.sizes());
+  c10::DeviceGuard guard(self.device());
+  at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
+  if (grad_input.numel() == 0) return grad_input;
+  if (grad_output.numel() == 0) return grad_input.zero_();
+  Program prog(name, self.device().index());
+  prog.write(grad_input, lowering::max_pool_backward(prog.graph(), prog.read(grad_output), prog.read(indices),
+                                                     to_shape(self.sizes()), k,
+                                                     accumulate_type(grad_output.scalar_type())));
+  prog.run();
+  return grad_input;
+}
+std::tuple<at::Tensor, at::Tensor> fractional_max_pool2d(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                         at::IntArrayRef output_size, const at::Tensor& samples) {
+  return fractional_impl("fractional_max_pool2d", 2, self, kernel_size, output_size, samples, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> fractional_max_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                               at::IntArrayRef output_size, const at::Tensor& samples,
+                                                               at::Tensor& out, at::Tensor& indices) {
+  fractional_impl("fractional_max_pool2d.output", 2, self, kernel_size, output_size, samples, &out, &indices);
+  return {out, indices};
+}
+at::Tensor fractional_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                          at::IntArrayRef kernel_size, at::IntArrayRef output_size,
+                                          const at::Tensor& indices) {
+  return fractional_backward_impl("fractional_max_pool2d_backward", 2, grad_output, self, indices, nullptr);
+}
+at::Tensor& fractional_max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                               at::IntArrayRef kernel_size, at::IntArrayRef output_size,
+                                               const at::Tensor& indices, at::Tensor& grad_input) {
+  fractional_backward_impl("fractional_max_pool2d_backward.grad_input", 2, grad_output, self, indices, &grad_input);
+  return grad_input;
+}
+std::tuple<at::Tensor, at::Tensor> fractional_max_pool3d(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                         at::IntArrayRef output_size, const at::Tensor& samples) {
+  return fractional_impl("fractional_max_pool3d", 3, self, kernel_size, output_size, samples, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> fractional_max_pool3d_out(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                               at::IntArrayRef output_size, const at::Tensor& samples,
+                                                               at::Tensor& out, at::Tensor& indices) {
+  fractional_impl("fractional_max_pool3d.output", 3, self, kernel_size, output_size, samples, &out, &indices);
+  return {out, indices};
+}
+at::Tensor fractional_max_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                          at::IntArrayRef kernel_size, at::IntArrayRef output_size,
+                                          const at::Tensor& indices) {
+  return fractional_backward_impl("fractional_max_pool3d_backward", 3, grad_output, self, indices, nullptr);
+}
+at::Tensor& fractional_max_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                               at::IntArrayRef kernel_size, at::IntArrayRef output_size,
+                                               const at::Tensor& indices, at::Tensor& grad_input) {
+  fractional_backward_impl("fractional_max_pool3d_backward.grad_input", 3, grad_output, self, indices, &grad_input);
+  return grad_input;
 }
 
 }  // namespace
@@ -448,6 +791,38 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_adaptive_avg_pool2d.out", adaptive_avg_pool2d_out);
   m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
   m.impl("_adaptive_avg_pool2d_backward.out", adaptive_avg_pool2d_backward_out);
+  m.impl("max_pool3d_with_indices", max_pool3d_with_indices);
+  m.impl("max_pool3d_with_indices.out", max_pool3d_with_indices_out);
+  m.impl("max_pool3d_with_indices_backward", max_pool3d_with_indices_backward);
+  m.impl("max_pool3d_with_indices_backward.grad_input", max_pool3d_with_indices_backward_out);
+  m.impl("avg_pool3d", avg_pool3d);
+  m.impl("avg_pool3d.out", avg_pool3d_out);
+  m.impl("avg_pool3d_backward", avg_pool3d_backward);
+  m.impl("avg_pool3d_backward.grad_input", avg_pool3d_backward_out);
+  m.impl("_adaptive_avg_pool3d", adaptive_avg_pool3d);
+  m.impl("_adaptive_avg_pool3d.out", adaptive_avg_pool3d_out);
+  m.impl("_adaptive_avg_pool3d_backward", adaptive_avg_pool3d_backward);
+  m.impl("_adaptive_avg_pool3d_backward.out", adaptive_avg_pool3d_backward_out);
+  m.impl("adaptive_max_pool2d", adaptive_max_pool2d);
+  m.impl("adaptive_max_pool2d.out", adaptive_max_pool2d_out);
+  m.impl("adaptive_max_pool2d_backward", adaptive_max_pool2d_backward);
+  m.impl("adaptive_max_pool2d_backward.grad_input", adaptive_max_pool2d_backward_out);
+  m.impl("adaptive_max_pool3d", adaptive_max_pool3d);
+  m.impl("adaptive_max_pool3d.out", adaptive_max_pool3d_out);
+  m.impl("adaptive_max_pool3d_backward", adaptive_max_pool3d_backward);
+  m.impl("adaptive_max_pool3d_backward.grad_input", adaptive_max_pool3d_backward_out);
+  m.impl("max_unpool2d", max_unpool2d);
+  m.impl("max_unpool2d.out", max_unpool2d_out);
+  m.impl("max_unpool3d", max_unpool3d);
+  m.impl("max_unpool3d.out", max_unpool3d_out);
+  m.impl("fractional_max_pool2d", fractional_max_pool2d);
+  m.impl("fractional_max_pool2d.output", fractional_max_pool2d_out);
+  m.impl("fractional_max_pool2d_backward", fractional_max_pool2d_backward);
+  m.impl("fractional_max_pool2d_backward.grad_input", fractional_max_pool2d_backward_out);
+  m.impl("fractional_max_pool3d", fractional_max_pool3d);
+  m.impl("fractional_max_pool3d.output", fractional_max_pool3d_out);
+  m.impl("fractional_max_pool3d_backward", fractional_max_pool3d_backward);
+  m.impl("fractional_max_pool3d_backward.grad_input", fractional_max_pool3d_backward_out);
 }
 
 }  // namespace tpu::aten

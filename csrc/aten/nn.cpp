@@ -6,10 +6,14 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/BFloat16.h>
 #include <torch/library.h>
+
+#include <limits>
 
 #include "aten/op_helpers.h"
 #include "ir/ops.h"
+#include "lowering/elementwise.h"
 #include "lowering/nn.h"
 #include "lowering/reduce.h"
 #include "lowering/types.h"
@@ -426,15 +430,38 @@ NLL_KERNELS(nll_loss2d, true)
 
 // ------------------------------------------------------------ elementwise losses
 
-enum class Loss { Mse, Bce };
+enum class Loss { Mse, Bce, Huber, SmoothL1 };
+
+// The loss of `kind` (param: Huber's delta, smooth L1's beta) and its gradient.
+ir::Value loss_value(ir::Graph& g, Loss kind, ir::Value x, ir::Value t, OptValue w, Reduction red, double param,
+                     ir::DType result) {
+  switch (kind) {
+    case Loss::Mse: return lowering::mse_loss(g, x, t, red, result);
+    case Loss::Bce: return lowering::binary_cross_entropy(g, x, t, w, red, result);
+    case Loss::Huber: return lowering::huber_loss(g, x, t, red, param, result);
+    case Loss::SmoothL1: return lowering::smooth_l1_loss(g, x, t, red, param, result);
+  }
+  return x;
+}
+ir::Value loss_gradient(ir::Graph& g, Loss kind, ir::Value gv, ir::Value x, ir::Value t, OptValue w, Reduction red,
+                        double param, ir::DType result) {
+  switch (kind) {
+    case Loss::Mse: return lowering::mse_loss_backward(g, gv, x, t, red, result);
+    case Loss::Bce: return lowering::binary_cross_entropy_backward(g, gv, x, t, w, red, result);
+    case Loss::Huber: return lowering::huber_loss_backward(g, gv, x, t, red, param, result);
+    case Loss::SmoothL1: return lowering::smooth_l1_loss_backward(g, gv, x, t, red, param, result);
+  }
+  return x;
+}
 
 // Loss forward: operands broadcast to one shape (weight to the input's).
 at::Tensor loss_op(const char* name, Loss kind, const at::Tensor& self, const at::Tensor& target,
-                   const OptTensor& weight, int64_t reduction, at::Tensor* out) {
+                   const OptTensor& weight, int64_t reduction, at::Tensor* out, double param = 0) {
   Reduction red = reduction_of(reduction);
-  c10::ScalarType dtype = kind == Loss::Mse ? at::result_type(self, target) : self.scalar_type();
-  c10::DimVector shape = kind == Loss::Mse ? at::infer_size_dimvector(self.sizes(), target.sizes())
-                                           : c10::DimVector(self.sizes().begin(), self.sizes().end());
+  bool broadcasts = kind != Loss::Bce;
+  c10::ScalarType dtype = broadcasts ? at::result_type(self, target) : self.scalar_type();
+  c10::DimVector shape = broadcasts ? at::infer_size_dimvector(self.sizes(), target.sizes())
+                                    : c10::DimVector(self.sizes().begin(), self.sizes().end());
   if (kind == Loss::Bce)
     TORCH_CHECK(self.numel() == target.numel(), "Using a target size (", target.sizes(),
                 ") that is different to the input size (", self.sizes(), ") is deprecated. "
@@ -447,24 +474,25 @@ at::Tensor loss_op(const char* name, Loss kind, const at::Tensor& self, const at
   ir::Shape s = to_shape(shape);
   ir::Value x = ir::broadcast_to(g, p.read_as(self, dtype), s);
   ir::Value t = ir::reshape(g, p.read_as(target, dtype), s);
-  if (kind == Loss::Mse) t = ir::broadcast_to(g, p.read_as(target, dtype), s);
+  if (broadcasts) t = ir::broadcast_to(g, p.read_as(target, dtype), s);
   OptValue w;
   if (defined(weight)) w = ir::broadcast_to(g, p.read_as(*weight, dtype), s);
-  p.write(output, kind == Loss::Mse ? lowering::mse_loss(g, x, t, red, ir_of(dtype))
-                                    : lowering::binary_cross_entropy(g, x, t, w, red, ir_of(dtype)));
+  p.write(output, loss_value(g, kind, x, t, w, red, param, ir_of(dtype)));
   p.run();
   return output;
 }
 
 at::Tensor loss_backward_op(const char* name, Loss kind, const at::Tensor& grad, const at::Tensor& self,
-                            const at::Tensor& target, const OptTensor& weight, int64_t reduction, at::Tensor* out) {
+                            const at::Tensor& target, const OptTensor& weight, int64_t reduction, at::Tensor* out,
+                            double param = 0) {
   Reduction red = reduction_of(reduction);
   c10::ScalarType dtype = at::result_type(self, target);
   dtype = c10::promoteTypes(dtype, grad.scalar_type());
   c10::DimVector shape = at::infer_size_dimvector(self.sizes(), target.sizes());
   if (red == Reduction::None) shape = at::infer_size_dimvector(shape, grad.sizes());
   c10::DeviceGuard guard(self.device());
-  at::Tensor gi = output_for(name, out, self, shape, kind == Loss::Bce ? self.scalar_type() : dtype);
+  // ATen's backward kernels write into a tensor like the input (mse keeps the promoted dtype).
+  at::Tensor gi = output_for(name, out, self, shape, kind == Loss::Mse ? dtype : self.scalar_type());
   Program p(name, self.device().index());
   ir::Graph& g = p.graph();
   ir::Shape s = to_shape(shape);
@@ -474,8 +502,7 @@ at::Tensor loss_backward_op(const char* name, Loss kind, const at::Tensor& grad,
   gv = red == Reduction::None ? ir::broadcast_to(g, gv, s) : ir::reshape(g, gv, {});
   OptValue w;
   if (defined(weight)) w = ir::broadcast_to(g, p.read_as(*weight, dtype), s);
-  p.write(gi, kind == Loss::Mse ? lowering::mse_loss_backward(g, gv, x, t, red, ir_of(dtype))
-                                : lowering::binary_cross_entropy_backward(g, gv, x, t, w, red, ir_of(dtype)));
+  p.write(gi, loss_gradient(g, kind, gv, x, t, w, red, param, ir_of(dtype)));
   p.run();
   return gi;
 }
@@ -550,6 +577,616 @@ at::Tensor& bce_logits_out(const at::Tensor& self, const at::Tensor& target, con
   return out;
 }
 
+// ------------------------------------------------------------ shrink, threshold, glu, log_sigmoid, prelu
+
+std::string variant_name(const char* base, const at::Tensor* out, bool inplace) {
+  return std::string(base) + (inplace ? "_" : out ? ".out" : "");
+}
+
+void check_floating(const char* name, const at::Tensor& t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(t.scalar_type()), "\"", name, "\" not implemented for '",
+              c10::toString(t.scalar_type()), "'");
+}
+
+// A unary activation with Scalar parameters, computed in opmath and returned in self's dtype.
+at::Tensor unary_activation(const char* base, const char* kernel, const at::Tensor& self,
+                            std::vector<c10::Scalar> params, const Build& build, at::Tensor* out, bool inplace) {
+  check_floating(kernel, self);
+  std::vector<at::Tensor> inputs{self};
+  for (const c10::Scalar& s : params) inputs.push_back(scalar_operand(s));
+  std::string name = variant_name(base, out, inplace);
+  c10::ScalarType t = self.scalar_type();
+  return elementwise(name.c_str(), inputs, lowering::opmath_type(t), t, build, out, inplace);
+}
+
+// The gradient of an activation: grad and self promote to one dtype.
+at::Tensor activation_gradient(const char* name, const at::Tensor& grad, const at::Tensor& self,
+                               std::vector<c10::Scalar> params, const Build& build, at::Tensor* out) {
+  c10::ScalarType t = at::result_type(grad, self);
+  std::vector<at::Tensor> inputs{grad, self};
+  for (const c10::Scalar& s : params) inputs.push_back(scalar_operand(s));
+  return elementwise(name, inputs, lowering::opmath_type(t), t, build, out, false);
+}
+
+Build build_shrink(bool hard) {
+  return [hard](ir::Graph& g, const std::vector<ir::Value>& v) {
+    return hard ? lowering::hardshrink(g, v[0], v[1]) : lowering::softshrink(g, v[0], v[1]);
+  };
+}
+Build build_shrink_backward(bool hard) {
+  return [hard](ir::Graph& g, const std::vector<ir::Value>& v) {
+    return hard ? lowering::hardshrink_backward(g, v[0], v[1], v[2]) : lowering::softshrink_backward(g, v[0], v[1], v[2]);
+  };
+}
+void check_softshrink(const at::Tensor& self, const c10::Scalar& lambd) {
+  c10::ScalarType t = self.scalar_type();
+  double top = t == c10::kDouble ? std::numeric_limits<double>::max()
+               : t == c10::kHalf ? 65504.0
+               : t == c10::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::max())
+                                     : static_cast<double>(std::numeric_limits<float>::max());
+  double l = lambd.to<double>();
+  TORCH_CHECK(l >= 0 && l <= top, "lambda must be in range [0, ", top, "] for input dtype ", t, ", but found ", l);
+}
+
+at::Tensor hardshrink(const at::Tensor& self, const c10::Scalar& lambd) {
+  return unary_activation("hardshrink", "hardshrink_cpu", self, {lambd}, build_shrink(true), nullptr, false);
+}
+at::Tensor& hardshrink_out(const at::Tensor& self, const c10::Scalar& lambd, at::Tensor& out) {
+  unary_activation("hardshrink", "hardshrink_cpu", self, {lambd}, build_shrink(true), &out, false);
+  return out;
+}
+at::Tensor hardshrink_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd) {
+  return activation_gradient("hardshrink_backward", grad, self, {lambd}, build_shrink_backward(true), nullptr);
+}
+at::Tensor& hardshrink_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd,
+                                    at::Tensor& grad_input) {
+  activation_gradient("hardshrink_backward.grad_input", grad, self, {lambd}, build_shrink_backward(true), &grad_input);
+  return grad_input;
+}
+at::Tensor softshrink(const at::Tensor& self, const c10::Scalar& lambd) {
+  check_softshrink(self, lambd);
+  return unary_activation("softshrink", "softshrink_cpu", self, {lambd}, build_shrink(false), nullptr, false);
+}
+at::Tensor& softshrink_out(const at::Tensor& self, const c10::Scalar& lambd, at::Tensor& out) {
+  check_softshrink(self, lambd);
+  unary_activation("softshrink", "softshrink_cpu", self, {lambd}, build_shrink(false), &out, false);
+  return out;
+}
+at::Tensor softshrink_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd) {
+  return activation_gradient("softshrink_backward", grad, self, {lambd}, build_shrink_backward(false), nullptr);
+}
+at::Tensor& softshrink_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd,
+                                    at::Tensor& grad_input) {
+  activation_gradient("softshrink_backward.grad_input", grad, self, {lambd}, build_shrink_backward(false),
+                      &grad_input);
+  return grad_input;
+}
+
+// threshold compares and substitutes in self's own dtype (ATen casts both Scalars to it).
+at::Tensor threshold_op(const at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value, at::Tensor* out,
+                        bool inplace) {
+  c10::ScalarType t = self.scalar_type();
+  TORCH_CHECK(t != c10::kBool, "\"threshold_cpu\" not implemented for 'Bool'");
+  std::string name = variant_name("threshold", out, inplace);
+  return elementwise(name.c_str(), {self, scalar_operand(th), scalar_operand(value)}, t, t,
+                     [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                       return lowering::threshold(g, v[0], v[1], v[2]);
+                     },
+                     out, inplace);
+}
+at::Tensor threshold(const at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value) {
+  return threshold_op(self, th, value, nullptr, false);
+}
+at::Tensor& threshold_inplace(at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value) {
+  threshold_op(self, th, value, &self, true);
+  return self;
+}
+at::Tensor& threshold_out(const at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value, at::Tensor& out) {
+  threshold_op(self, th, value, &out, false);
+  return out;
+}
+at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& th,
+                                   at::Tensor& grad_input) {
+  c10::ScalarType t = at::result_type(grad, self);
+  elementwise("threshold_backward.grad_input", {grad, self, scalar_operand(th)}, t, t,
+              [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                ir::Value zero = ir::full(g, g.type(v[0]).dtype, 0, g.type(v[0]).shape);
+                return ir::select(g, ir::compare(g, v[1], v[2], ir::Compare::LE), zero, v[0]);
+              },
+              &grad_input, false);
+  return grad_input;
+}
+
+// log_sigmoid's buffer is an implementation detail of ATen's CPU kernel; the
+// backward here recomputes from self, so the buffer stays empty (as on CUDA).
+std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& self) {
+  c10::DeviceGuard guard(self.device());
+  at::Tensor out = unary_activation("log_sigmoid_forward", "log_sigmoid_forward", self, {},
+                                    [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                                      return lowering::log_sigmoid(g, v[0]);
+                                    },
+                                    nullptr, false);
+  return {out, at::empty({0}, self.options())};
+}
+std::tuple<at::Tensor&, at::Tensor&> log_sigmoid_forward_out(const at::Tensor& self, at::Tensor& output,
+                                                             at::Tensor& buffer) {
+  unary_activation("log_sigmoid_forward", "log_sigmoid_forward", self, {},
+                   [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::log_sigmoid(g, v[0]); },
+                   &output, false);
+  buffer.resize_({0});
+  return {output, buffer};
+}
+Build build_log_sigmoid_backward() {
+  return [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::log_sigmoid_backward(g, v[0], v[1]); };
+}
+at::Tensor log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer) {
+  return activation_gradient("log_sigmoid_backward", grad, self, {}, build_log_sigmoid_backward(), nullptr);
+}
+at::Tensor& log_sigmoid_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer,
+                                     at::Tensor& grad_input) {
+  activation_gradient("log_sigmoid_backward.grad_input", grad, self, {}, build_log_sigmoid_backward(), &grad_input);
+  return grad_input;
+}
+
+at::Tensor prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {
+  c10::ScalarType t = at::result_type(self, weight);
+  check_floating("prelu_cpu", self);
+  return elementwise("_prelu_kernel", {self, weight}, lowering::opmath_type(t), t,
+                     [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::prelu(g, v[0], v[1]); });
+}
+// Both gradients have the broadcast shape; autograd sums them down to the operands'.
+std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad, const at::Tensor& self,
+                                                         const at::Tensor& weight) {
+  c10::ScalarType t = at::result_type(self, weight);
+  c10::ScalarType compute = lowering::opmath_type(t);
+  c10::DimVector shape = at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), weight.sizes()), grad.sizes());
+  c10::DeviceGuard guard(self.device());
+  at::Tensor gi = at::empty(shape, self.options().dtype(t));
+  at::Tensor gw = at::empty(shape, weight.options().dtype(t));
+  if (gi.numel() == 0) return {gi, gw};
+  Program p("_prelu_kernel_backward", self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Shape s = to_shape(shape);
+  auto operand = [&](const at::Tensor& x) { return ir::broadcast_to(g, p.read_as(x, compute), s); };
+  auto [a, b] = lowering::prelu_backward(g, operand(grad), operand(self), operand(weight));
+  p.write(gi, a);
+  p.write(gw, b);
+  p.run();
+  return {gi, gw};
+}
+
+int64_t glu_dim(const at::Tensor& self, int64_t dim) {
+  TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
+  int64_t d = lowering::wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.size(d) % 2 == 0, "Halving dimension must be even, but dimension ", d, " is size ",
+              self.size(d));
+  return d;
+}
+at::Tensor glu_op(const char* name, const at::Tensor& self, int64_t dim, at::Tensor* out) {
+  check_floating("glu_cpu", self);
+  int64_t d = glu_dim(self, dim);
+  c10::DimVector shape(self.sizes().begin(), self.sizes().end());
+  shape[d] /= 2;
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = output_for(name, out, self, shape, self.scalar_type());
+  if (output.numel() == 0) return output;
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value x = p.read_as(self, lowering::opmath_type(self.scalar_type()));
+  p.write(output, lowering::glu(g, x, d));
+  p.run();
+  return output;
+}
+at::Tensor glu(const at::Tensor& self, int64_t dim) { return glu_op("glu", self, dim, nullptr); }
+at::Tensor& glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  glu_op("glu.out", self, dim, &out);
+  return out;
+}
+at::Tensor glu_backward_op(const char* name, const at::Tensor& grad, const at::Tensor& self, int64_t dim,
+                           at::Tensor* out) {
+  int64_t d = glu_dim(self, dim);
+  c10::DimVector half(self.sizes().begin(), self.sizes().end());
+  half[d] /= 2;
+  TORCH_CHECK(grad.sizes().equals(half), name, ": grad_output of shape ", grad.sizes(), " for an output of shape ",
+              c10::IntArrayRef(half));
+  c10::DeviceGuard guard(self.device());
+  at::Tensor gi = output_for(name, out, self, self.sizes(), self.scalar_type());
+  if (gi.numel() == 0) return gi;
+  Program p(name, self.device().index());
+  c10::ScalarType compute = lowering::opmath_type(self.scalar_type());
+  p.write(gi, lowering::glu_backward(p.graph(), p.read_as(grad, compute), p.read_as(self, compute), d));
+  p.run();
+  return gi;
+}
+at::Tensor glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
+  return glu_backward_op("glu_backward", grad, self, dim, nullptr);
+}
+at::Tensor& glu_backward_out(const at::Tensor& grad, const at::Tensor& self, int64_t dim, at::Tensor& grad_input) {
+  glu_backward_op("glu_backward.grad_input", grad, self, dim, &grad_input);
+  return grad_input;
+}
+
+// rrelu with its noise tensor: in training, negative inputs get a random
+// slope from [lower, upper] (recorded in noise); otherwise the mean slope.
+at::Tensor rrelu_op(const char* name, const at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower,
+                    const c10::Scalar& upper, bool training, std::optional<at::Generator> gen, at::Tensor* out,
+                    bool inplace) {
+  check_floating("rrelu_with_noise_out_cpu", self);
+  double lo = lower.to<double>(), hi = upper.to<double>();
+  c10::ScalarType t = self.scalar_type();
+  c10::ScalarType compute = lowering::opmath_type(t);
+  if (training) {
+    TORCH_CHECK(noise.sizes().equals(self.sizes()), "rrelu_with_noise: noise of shape ", noise.sizes(),
+                " for input of shape ", self.sizes());
+    at::Tensor slopes = at::empty(self.sizes(), self.options()).uniform_(lo, hi, gen);
+    // noise = 1 where self >= 0 (those elements pass through), else the slope.
+    at::Tensor n = elementwise("rrelu_with_noise.noise", {self, slopes}, compute, noise.scalar_type(),
+                               [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                                 const ir::Type& ty = g.type(v[0]);
+                                 ir::Value pos = ir::compare(g, v[0], ir::full(g, ty.dtype, 0, ty.shape),
+                                                             ir::Compare::GE);
+                                 return ir::select(g, pos, ir::full(g, ty.dtype, 1, ty.shape), v[1]);
+                               });
+    noise.copy_(n);
+    return elementwise(name, {self, noise}, compute, t,
+                       [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                         return ir::binary(g, "stablehlo.multiply", v[0], v[1]);
+                       },
+                       out, inplace);
+  }
+  return elementwise(name, {self, scalar_operand((lo + hi) / 2)}, compute, t,
+                     [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                       const ir::Type& ty = g.type(v[0]);
+                       ir::Value pos = ir::compare(g, v[0], ir::full(g, ty.dtype, 0, ty.shape), ir::Compare::GE);
+                       return ir::select(g, pos, v[0], ir::binary(g, "stablehlo.multiply", v[0], v[1]));
+                     },
+                     out, inplace);
+}
+at::Tensor rrelu_with_noise(const at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower,
+                            const c10::Scalar& upper, bool training, std::optional<at::Generator> gen) {
+  return rrelu_op("rrelu_with_noise", self, noise, lower, upper, training, gen, nullptr, false);
+}
+at::Tensor& rrelu_with_noise_inplace(at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower,
+                                     const c10::Scalar& upper, bool training, std::optional<at::Generator> gen) {
+  rrelu_op("rrelu_with_noise_", self, noise, lower, upper, training, gen, &self, true);
+  return self;
+}
+at::Tensor& rrelu_with_noise_out(const at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower,
+                                 const c10::Scalar& upper, bool training, std::optional<at::Generator> gen,
+                                 at::Tensor& out) {
+  rrelu_op("rrelu_with_noise.out", self, noise, lower, upper, training, gen, &out, false);
+  return out;
+}
+
+// ------------------------------------------------------------ huber, smooth L1, margin losses
+
+at::Tensor huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
+  TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
+  return loss_op("huber_loss", Loss::Huber, self, target, std::nullopt, reduction, nullptr, delta);
+}
+at::Tensor& huber_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta,
+                           at::Tensor& out) {
+  TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
+  loss_op("huber_loss.out", Loss::Huber, self, target, std::nullopt, reduction, &out, delta);
+  return out;
+}
+at::Tensor huber_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                               int64_t reduction, double delta) {
+  return loss_backward_op("huber_loss_backward", Loss::Huber, grad, self, target, std::nullopt, reduction, nullptr,
+                          delta);
+}
+at::Tensor& huber_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                    int64_t reduction, double delta, at::Tensor& grad_input) {
+  loss_backward_op("huber_loss_backward.out", Loss::Huber, grad, self, target, std::nullopt, reduction, &grad_input,
+                   delta);
+  return grad_input;
+}
+at::Tensor smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta) {
+  TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
+  return loss_op("smooth_l1_loss", Loss::SmoothL1, self, target, std::nullopt, reduction, nullptr, beta);
+}
+at::Tensor& smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta,
+                               at::Tensor& out) {
+  TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
+  loss_op("smooth_l1_loss.out", Loss::SmoothL1, self, target, std::nullopt, reduction, &out, beta);
+  return out;
+}
+at::Tensor smooth_l1_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                   int64_t reduction, double beta) {
+  return loss_backward_op("smooth_l1_loss_backward", Loss::SmoothL1, grad, self, target, std::nullopt, reduction,
+                          nullptr, beta);
+}
+at::Tensor& smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                        int64_t reduction, double beta, at::Tensor& grad_input) {
+  loss_backward_op("smooth_l1_loss_backward.grad_input", Loss::SmoothL1, grad, self, target, std::nullopt, reduction,
+                   &grad_input, beta);
+  return grad_input;
+}
+
+// ATen's shape rules of multi_margin_loss: returns (frames, classes).
+std::pair<int64_t, int64_t> multi_margin_shape(const at::Tensor& self, const at::Tensor& target,
+                                               const OptTensor& weight) {
+  int64_t nd = self.dim();
+  TORCH_CHECK((nd == 2 && self.size(1) != 0) || (nd == 1 && self.size(0) != 0) || nd == 0,
+              "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ", self.sizes());
+  int64_t n = nd <= 1 ? 1 : self.size(0), c = nd == 0 ? 1 : self.size(nd - 1);
+  TORCH_CHECK(target.dim() <= 1 && target.numel() == n, "inconsistent target size, expected ", n, " but got ",
+              target.sizes());
+  if (defined(weight))
+    TORCH_CHECK(weight->dim() <= 1 && weight->numel() == c, "inconsistent weight size, expected ", c, " but got ",
+                weight->sizes());
+  return {n, c};
+}
+at::Tensor multi_margin_op(const char* name, const at::Tensor& self, const at::Tensor& target, const c10::Scalar& p_,
+                           const c10::Scalar& margin, const OptTensor& weight, int64_t reduction, at::Tensor* out) {
+  int64_t pw = p_.toLong();
+  TORCH_CHECK(pw == 1 || pw == 2, "only p == 1 and p == 2 supported");
+  check_floating("multi_margin_loss_cpu_kernel", self);
+  auto [n, c] = multi_margin_shape(self, target, weight);
+  Reduction red = reduction_of(reduction);
+  c10::DimVector shape;
+  if (red == Reduction::None && target.dim() > 0) shape.push_back(n);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = output_for(name, out, self, shape, self.scalar_type());
+  if (n == 0) return red == Reduction::Mean ? output.fill_(NAN) : output.zero_();
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value x = ir::reshape(g, p.read(self), {n, c});
+  ir::Value t = ir::reshape(g, p.read(target), {n});
+  OptValue w;
+  if (defined(weight)) w = ir::reshape(g, p.read(*weight), {c});
+  p.write(output, ir::reshape(g, lowering::multi_margin_loss(g, x, t, pw, margin.to<double>(), w, red,
+                                                             ir_of(self.scalar_type())),
+                              to_shape(shape)));
+  p.run();
+  return output;
+}
+at::Tensor multi_margin_loss(const at::Tensor& self, const at::Tensor& target, const c10::Scalar& p,
+                             const c10::Scalar& margin, const OptTensor& weight, int64_t reduction) {
+  return multi_margin_op("multi_margin_loss", self, target, p, margin, weight, reduction, nullptr);
+}
+at::Tensor& multi_margin_loss_out(const at::Tensor& self, const at::Tensor& target, const c10::Scalar& p,
+                                  const c10::Scalar& margin, const OptTensor& weight, int64_t reduction,
+                                  at::Tensor& out) {
+  multi_margin_op("multi_margin_loss.out", self, target, p, margin, weight, reduction, &out);
+  return out;
+}
+at::Tensor multi_margin_backward_op(const char* name, const at::Tensor& grad, const at::Tensor& self,
+                                    const at::Tensor& target, const c10::Scalar& p_, const c10::Scalar& margin,
+                                    const OptTensor& weight, int64_t reduction, at::Tensor* out) {
+  int64_t pw = p_.toLong();
+  TORCH_CHECK(pw == 1 || pw == 2, "only p == 1 and p == 2 supported");
+  auto [n, c] = multi_margin_shape(self, target, weight);
+  Reduction red = reduction_of(reduction);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor gi = output_for(name, out, self, self.sizes(), self.scalar_type());
+  if (gi.numel() == 0) return gi;
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value x = ir::reshape(g, p.read(self), {n, c});
+  ir::Value t = ir::reshape(g, p.read(target), {n});
+  ir::Value gv = ir::reshape(g, p.read(grad), red == Reduction::None ? ir::Shape{n} : ir::Shape{});
+  OptValue w;
+  if (defined(weight)) w = ir::reshape(g, p.read(*weight), {c});
+  ir::Value r = lowering::multi_margin_loss_backward(g, gv, x, t, pw, margin.to<double>(), w, red,
+                                                     ir_of(self.scalar_type()));
+  p.write(gi, ir::reshape(g, r, to_shape(self.sizes())));
+  p.run();
+  return gi;
+}
+at::Tensor multi_margin_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                      const c10::Scalar& p, const c10::Scalar& margin, const OptTensor& weight,
+                                      int64_t reduction) {
+  return multi_margin_backward_op("multi_margin_loss_backward", grad, self, target, p, margin, weight, reduction,
+                                  nullptr);
+}
+at::Tensor& multi_margin_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                           const c10::Scalar& p, const c10::Scalar& margin, const OptTensor& weight,
+                                           int64_t reduction, at::Tensor& grad_input) {
+  multi_margin_backward_op("multi_margin_loss_backward.grad_input", grad, self, target, p, margin, weight, reduction,
+                           &grad_input);
+  return grad_input;
+}
+
+std::pair<int64_t, int64_t> multilabel_shape(const at::Tensor& self, const at::Tensor& target) {
+  int64_t nd = self.dim();
+  TORCH_CHECK((nd == 2 && self.size(1) != 0) || (nd == 1 && self.size(0) != 0) || nd == 0,
+              "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ", self.sizes());
+  if (nd <= 1) {
+    int64_t c = nd == 0 ? 1 : self.size(0);
+    TORCH_CHECK(target.dim() <= 1 && target.numel() == c, "inconsistent target size: ", target.sizes(),
+                " for input of size: ", self.sizes());
+    return {1, c};
+  }
+  TORCH_CHECK(target.dim() == 2 && target.size(0) == self.size(0) && target.size(1) == self.size(1),
+              "inconsistent target size: ", target.sizes(), " for input of size: ", self.sizes());
+  return {self.size(0), self.size(1)};
+}
+std::tuple<at::Tensor, at::Tensor> multilabel_forward_op(const char* name, const at::Tensor& self,
+                                                         const at::Tensor& target, int64_t reduction, at::Tensor* out,
+                                                         at::Tensor* is_target) {
+  check_floating("multilabel_margin_loss_forward_out_frame", self);
+  TORCH_CHECK(target.scalar_type() == c10::kLong, "expected target of dtype Long, got ", target.scalar_type());
+  auto [n, c] = multilabel_shape(self, target);
+  Reduction red = reduction_of(reduction);
+  c10::DimVector shape;
+  if (red == Reduction::None && target.dim() > 1) shape.push_back(n);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor output = output_for(name, out, self, shape, self.scalar_type());
+  at::Tensor targets = output_for(name, is_target, self, target.sizes(), self.scalar_type());
+  if (n == 0) {
+    targets.zero_();
+    return {red == Reduction::Mean ? output.fill_(NAN) : output.zero_(), targets};
+  }
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  lowering::MultilabelForward f = lowering::multilabel_margin_loss(
+      g, ir::reshape(g, p.read(self), {n, c}), ir::reshape(g, p.read(target), {n, c}), red, ir_of(self.scalar_type()));
+  p.write(output, ir::reshape(g, f.output, to_shape(shape)));
+  p.write(targets, ir::reshape(g, f.is_target, to_shape(target.sizes())));
+  p.run();
+  return {output, targets};
+}
+std::tuple<at::Tensor, at::Tensor> multilabel_margin_loss_forward(const at::Tensor& self, const at::Tensor& target,
+                                                                  int64_t reduction) {
+  return multilabel_forward_op("multilabel_margin_loss_forward", self, target, reduction, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> multilabel_margin_loss_forward_out(const at::Tensor& self,
+                                                                        const at::Tensor& target, int64_t reduction,
+                                                                        at::Tensor& output, at::Tensor& is_target) {
+  multilabel_forward_op("multilabel_margin_loss_forward.output", self, target, reduction, &output, &is_target);
+  return {output, is_target};
+}
+at::Tensor multilabel_backward_op(const char* name, const at::Tensor& grad, const at::Tensor& self,
+                                  const at::Tensor& target, int64_t reduction, at::Tensor* out) {
+  auto [n, c] = multilabel_shape(self, target);
+  Reduction red = reduction_of(reduction);
+  c10::DeviceGuard guard(self.device());
+  at::Tensor gi = output_for(name, out, self, self.sizes(), self.scalar_type());
+  if (gi.numel() == 0) return gi;
+  Program p(name, self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value gv = ir::reshape(g, p.read(grad), red == Reduction::None ? ir::Shape{n} : ir::Shape{});
+  ir::Value r = lowering::multilabel_margin_loss_backward(g, gv, ir::reshape(g, p.read(self), {n, c}),
+                                                          ir::reshape(g, p.read(target), {n, c}), red,
+                                                          ir_of(self.scalar_type()));
+  p.write(gi, ir::reshape(g, r, to_shape(self.sizes())));
+  p.run();
+  return gi;
+}
+at::Tensor multilabel_margin_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                           int64_t reduction, const at::Tensor& is_target) {
+  return multilabel_backward_op("multilabel_margin_loss_backward", grad, self, target, reduction, nullptr);
+}
+at::Tensor& multilabel_margin_loss_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                                const at::Tensor& target, int64_t reduction,
+                                                const at::Tensor& is_target, at::Tensor& grad_input) {
+  multilabel_backward_op("multilabel_margin_loss_backward.grad_input", grad, self, target, reduction, &grad_input);
+  return grad_input;
+}
+
+// ------------------------------------------------------------ embedding_bag
+
+using Tensor4 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+lowering::BagMode bag_mode(int64_t mode) {
+  TORCH_CHECK(mode >= 0 && mode <= 2, "embedding_bag: unknown mode ", mode);
+  return static_cast<lowering::BagMode>(mode);
+}
+
+void check_bag_indices(const at::Tensor& indices, const at::Tensor& offsets) {
+  for (const at::Tensor* t : {&indices, &offsets})
+    TORCH_CHECK(t->scalar_type() == c10::kLong || t->scalar_type() == c10::kInt,
+                "embedding_bag: expected indices and offsets of dtype Long or Int, but got ", t->scalar_type());
+  TORCH_CHECK(indices.scalar_type() == offsets.scalar_type(), "embedding_bag: expected indices (",
+              indices.scalar_type(), ") and offsets (", offsets.scalar_type(), ") to have the same dtype");
+  TORCH_CHECK(indices.dim() == 1, "embedding_bag: expected 1-D indices, got ", indices.sizes());
+  TORCH_CHECK(offsets.dim() == 1, "embedding_bag: expected 1-D offsets, got ", offsets.sizes());
+}
+
+Tensor4 embedding_bag_op(const char* name, const at::Tensor& weight, const at::Tensor& indices,
+                         const at::Tensor& offsets, int64_t mode, const OptTensor& psw, bool include_last_offset,
+                         int64_t padding_idx) {
+  lowering::BagMode m = bag_mode(mode);
+  check_bag_indices(indices, offsets);
+  TORCH_CHECK(weight.dim() == 2, "embedding_bag: expected a 2-D weight, got ", weight.sizes());
+  TORCH_CHECK(c10::isFloatingType(weight.scalar_type()), "embedding_bag: expected a floating weight, got ",
+              weight.scalar_type());
+  if (defined(psw)) {
+    TORCH_CHECK(m == lowering::BagMode::Sum, "embedding_bag: per_sample_weights was not None. per_sample_weights is "
+                "only supported for mode='sum' (got mode='", m == lowering::BagMode::Mean ? "mean" : "max", "')");
+    TORCH_CHECK(psw->dim() == 1 && psw->numel() == indices.numel(),
+                "embedding_bag: expected per_sample_weights to be 1-D with as many elements as indices, got ",
+                psw->sizes());
+  }
+  int64_t bags = offsets.size(0) - (include_last_offset ? 1 : 0);
+  TORCH_CHECK(bags >= 0, "embedding_bag: include_last_offset needs at least one offset");
+  int64_t d = weight.size(1), l = indices.size(0);
+  c10::DeviceGuard guard(weight.device());
+  at::TensorOptions longs = weight.options().dtype(c10::kLong);
+  at::Tensor output = at::empty({bags, d}, weight.options());
+  at::Tensor offset2bag = at::empty({l}, longs);
+  at::Tensor bag_size = at::empty({bags}, longs);
+  at::Tensor max_indices = m == lowering::BagMode::Max ? at::empty({bags, d}, longs) : at::empty({bags}, longs);
+  if (bags == 0) return {output, offset2bag, bag_size, max_indices};
+  if (l == 0 || d == 0) {
+    output.zero_();
+    bag_size.zero_();
+    max_indices.fill_(m == lowering::BagMode::Max ? -1 : 0);
+    return {output, offset2bag, bag_size, max_indices};
+  }
+  Program p(name, weight.device().index());
+  ir::Graph& g = p.graph();
+  OptValue w;
+  if (defined(psw)) w = p.read(*psw);
+  lowering::BagForward f = lowering::embedding_bag(g, p.read(weight), p.read(indices), p.read(offsets), bags, m, w,
+                                                   padding_idx, ir_of(weight.scalar_type()));
+  p.write(output, f.output);
+  p.write(offset2bag, f.offset2bag);
+  p.write(bag_size, f.bag_size);
+  p.write(max_indices, f.max_indices);
+  p.run();
+  return {output, offset2bag, bag_size, max_indices};
+}
+Tensor4 embedding_bag_forward_only(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+                                   bool scale_grad_by_freq, int64_t mode, bool sparse, const OptTensor& psw,
+                                   bool include_last_offset, int64_t padding_idx) {
+  return embedding_bag_op("_embedding_bag_forward_only", weight, indices, offsets, mode, psw, include_last_offset,
+                          padding_idx);
+}
+Tensor4 embedding_bag(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+                      bool scale_grad_by_freq, int64_t mode, bool sparse, const OptTensor& psw,
+                      bool include_last_offset, int64_t padding_idx) {
+  return embedding_bag_op("_embedding_bag", weight, indices, offsets, mode, psw, include_last_offset, padding_idx);
+}
+at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                        const at::Tensor& offset2bag, const at::Tensor& bag_size,
+                                        const at::Tensor& max_indices, c10::SymInt num_weights_,
+                                        bool scale_grad_by_freq, int64_t mode, const OptTensor& psw,
+                                        int64_t padding_idx) {
+  lowering::BagMode m = bag_mode(mode);
+  int64_t num_weights = num_weights_.expect_int();
+  TORCH_CHECK(grad.dim() == 2, "embedding_bag_backward: expected a 2-D grad, got ", grad.sizes());
+  c10::DeviceGuard guard(grad.device());
+  at::Tensor gw = at::empty({num_weights, grad.size(1)}, grad.options());
+  if (gw.numel() == 0) return gw;
+  if (indices.numel() == 0 || grad.numel() == 0) return gw.zero_();
+  Program p("_embedding_bag_dense_backward", grad.device().index());
+  ir::Graph& g = p.graph();
+  OptValue w;
+  if (defined(psw)) w = p.read(*psw);
+  p.write(gw, lowering::embedding_bag_backward(g, p.read(grad), p.read(indices), p.read(offset2bag), p.read(bag_size),
+                                               p.read(max_indices), num_weights, scale_grad_by_freq, m, w,
+                                               padding_idx, ir_of(grad.scalar_type())));
+  p.run();
+  return gw;
+}
+at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indices, const at::Tensor& offsets,
+                                  const at::Tensor& offset2bag, const at::Tensor& bag_size,
+                                  const at::Tensor& max_indices, c10::SymInt num_weights, bool scale_grad_by_freq,
+                                  int64_t mode, bool sparse, const OptTensor& psw, int64_t padding_idx) {
+  TORCH_CHECK(!sparse, "embedding_bag: sparse gradients are not supported on tpu");
+  return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, max_indices, num_weights,
+                                      scale_grad_by_freq, mode, psw, padding_idx);
+}
+at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad, const at::Tensor& weight,
+                                                     const at::Tensor& indices, const at::Tensor& offsets,
+                                                     const at::Tensor& offset2bag, int64_t mode,
+                                                     int64_t padding_idx) {
+  TORCH_CHECK(bag_mode(mode) == lowering::BagMode::Sum,
+              "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
+  c10::DeviceGuard guard(grad.device());
+  at::Tensor r = at::empty({indices.numel()}, grad.options());
+  if (r.numel() == 0) return r;
+  if (grad.numel() == 0) return r.zero_();
+  Program p("_embedding_bag_per_sample_weights_backward", grad.device().index());
+  p.write(r, lowering::embedding_bag_per_sample_weights_backward(p.graph(), p.read(grad), p.read(weight),
+                                                                 p.read(indices), p.read(offset2bag), padding_idx,
+                                                                 ir_of(grad.scalar_type())));
+  p.run();
+  return r;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -589,6 +1226,52 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("binary_cross_entropy_backward.grad_input", bce_backward_out);
   m.impl("binary_cross_entropy_with_logits", bce_logits);
   m.impl("binary_cross_entropy_with_logits.out", bce_logits_out);
+  m.impl("hardshrink", hardshrink);
+  m.impl("hardshrink.out", hardshrink_out);
+  m.impl("hardshrink_backward", hardshrink_backward);
+  m.impl("hardshrink_backward.grad_input", hardshrink_backward_out);
+  m.impl("softshrink", softshrink);
+  m.impl("softshrink.out", softshrink_out);
+  m.impl("softshrink_backward", softshrink_backward);
+  m.impl("softshrink_backward.grad_input", softshrink_backward_out);
+  m.impl("threshold", threshold);
+  m.impl("threshold_", threshold_inplace);
+  m.impl("threshold.out", threshold_out);
+  m.impl("threshold_backward.grad_input", threshold_backward_out);
+  m.impl("log_sigmoid_forward", log_sigmoid_forward);
+  m.impl("log_sigmoid_forward.output", log_sigmoid_forward_out);
+  m.impl("log_sigmoid_backward", log_sigmoid_backward);
+  m.impl("log_sigmoid_backward.grad_input", log_sigmoid_backward_out);
+  m.impl("_prelu_kernel", prelu_kernel);
+  m.impl("_prelu_kernel_backward", prelu_kernel_backward);
+  m.impl("glu", glu);
+  m.impl("glu.out", glu_out);
+  m.impl("glu_backward", glu_backward);
+  m.impl("glu_backward.grad_input", glu_backward_out);
+  m.impl("rrelu_with_noise", rrelu_with_noise);
+  m.impl("rrelu_with_noise_", rrelu_with_noise_inplace);
+  m.impl("rrelu_with_noise.out", rrelu_with_noise_out);
+  m.impl("huber_loss", huber_loss);
+  m.impl("huber_loss.out", huber_loss_out);
+  m.impl("huber_loss_backward", huber_loss_backward);
+  m.impl("huber_loss_backward.out", huber_loss_backward_out);
+  m.impl("smooth_l1_loss", smooth_l1_loss);
+  m.impl("smooth_l1_loss.out", smooth_l1_loss_out);
+  m.impl("smooth_l1_loss_backward", smooth_l1_loss_backward);
+  m.impl("smooth_l1_loss_backward.grad_input", smooth_l1_loss_backward_out);
+  m.impl("multi_margin_loss", multi_margin_loss);
+  m.impl("multi_margin_loss.out", multi_margin_loss_out);
+  m.impl("multi_margin_loss_backward", multi_margin_loss_backward);
+  m.impl("multi_margin_loss_backward.grad_input", multi_margin_loss_backward_out);
+  m.impl("multilabel_margin_loss_forward", multilabel_margin_loss_forward);
+  m.impl("multilabel_margin_loss_forward.output", multilabel_margin_loss_forward_out);
+  m.impl("multilabel_margin_loss_backward", multilabel_margin_loss_backward);
+  m.impl("multilabel_margin_loss_backward.grad_input", multilabel_margin_loss_backward_out);
+  m.impl("_embedding_bag_forward_only", embedding_bag_forward_only);
+  m.impl("_embedding_bag", embedding_bag);
+  m.impl("_embedding_bag_dense_backward", embedding_bag_dense_backward);
+  m.impl("_embedding_bag_backward", embedding_bag_backward);
+  m.impl("_embedding_bag_per_sample_weights_backward", embedding_bag_per_sample_weights_backward);
 }
 
 }  // namespace tpu::aten

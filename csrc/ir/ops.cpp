@@ -432,3 +432,50 @@ Value scatter_rows(Graph& g, Value x, Value indices, Value updates, Combiner com
 }
 
 }  // namespace tpu::ir
+
+// ---- nn builders
+namespace tpu::ir {
+
+Value constant_tensor(Graph& g, DType dtype, const Shape& shape, const std::vector<double>& values) {
+  require(static_cast<int64_t>(values.size()) == numel(shape), "constant_tensor: value count differs from the shape");
+  Type t{dtype, shape};
+  if (values.empty()) return full(g, dtype, 0, shape);
+  // One little-endian hex blob of the raw elements: exact for every dtype.
+  std::string blob = "\"0x";
+  char buf[4];
+  auto put = [&](const void* p, int n) {
+    const unsigned char* b = static_cast<const unsigned char*>(p);
+    for (int i = 0; i < n; ++i) {
+      std::snprintf(buf, sizeof(buf), "%02X", b[i]);
+      blob += buf;
+    }
+  };
+  for (double v : values) {
+    switch (dtype) {
+      case DType::F64: put(&v, 8); break;
+      case DType::F32: { float f = static_cast<float>(v); put(&f, 4); break; }
+      case DType::BF16: { uint16_t h = float_to_bf16_bits(static_cast<float>(v)); put(&h, 2); break; }
+      case DType::F16: { uint16_t h = float_to_half_bits(static_cast<float>(v)); put(&h, 2); break; }
+      case DType::Pred: { uint8_t b = v != 0; put(&b, 1); break; }
+      default: {
+        int64_t i = static_cast<int64_t>(v);
+        put(&i, byte_width(dtype));  // little-endian: the low bytes come first
+        break;
+      }
+    }
+  }
+  blob += "\"";
+  return g.add("stablehlo.constant", {}, t, "value = dense<" + blob + "> : " + t.mlir());
+}
+
+Value pad_interior(Graph& g, Value x, Value padding_value, const Dims& low, const Dims& high, const Dims& interior) {
+  const Type& t = g.type(x);
+  Shape shape = t.shape;
+  for (size_t i = 0; i < shape.size(); ++i)
+    shape[i] += low[i] + high[i] + (shape[i] > 0 ? (shape[i] - 1) * interior[i] : 0);
+  return g.add("stablehlo.pad", {x, padding_value}, Type{t.dtype, shape},
+               "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " + i64_array(high) +
+                   ", interior_padding = " + i64_array(interior));
+}
+
+}  // namespace tpu::ir

@@ -92,3 +92,14 @@ Value gather_rows(Graph& g, Value x, Value indices);
 Value scatter_rows(Graph& g, Value x, Value indices, Value updates, Combiner combiner);
 
 }  // namespace tpu::ir
+
+// ---- nn builders
+namespace tpu::ir {
+
+// A constant tensor of `shape` holding `values` (row-major, numel(shape) of
+// them) converted to `dtype`: host-computed tables such as interpolation weights.
+Value constant_tensor(Graph& g, DType dtype, const Shape& shape, const std::vector<double>& values);
+// pad() with interior padding: `interior[i]` padding values between adjacent elements of dim i.
+Value pad_interior(Graph& g, Value x, Value padding_value, const Dims& low, const Dims& high, const Dims& interior);
+
+}  // namespace tpu::ir

@@ -327,4 +327,135 @@ Value adaptive_avg_pool_backward(ir::Graph& g, Value gy, const ir::Shape& in, in
   return r;
 }
 
+// ------------------------------------------------------------ adaptive / fractional max pooling, unpooling
+
+namespace {
+
+// Keeps ATen's running choice over candidates visited in row-major order:
+// a strictly greater value, or any NaN, replaces the current one.
+struct Running {
+  Value best, index;
+  void visit(ir::Graph& g, Value v, Value i) {
+    if (!best.valid()) {
+      best = v;
+      index = i;
+      return;
+    }
+    Value better = lor(g, ir::compare(g, v, best, ir::Compare::GT), ir::compare(g, v, v, ir::Compare::NE));
+    best = ir::select(g, better, v, best);
+    index = ir::select(g, better, i, index);
+  }
+};
+
+// Plane-local row-major flat position of every element of the trailing k dims.
+Value flat_positions(ir::Graph& g, const ir::Shape& shape, int64_t k) {
+  int64_t rank = static_cast<int64_t>(shape.size()), lead = rank - k, stride = 1;
+  Value flat;
+  for (int64_t d = k - 1; d >= 0; --d) {
+    Value term = affine(g, ir::iota(g, DType::S64, shape, lead + d), stride, 0);
+    flat = flat.valid() ? add(g, flat, term) : term;
+    stride *= shape[lead + d];
+  }
+  return flat;
+}
+
+}  // namespace
+
+MaxPoolResult adaptive_max_pool(ir::Graph& g, Value x, const ir::Dims& output) {
+  int64_t k = static_cast<int64_t>(output.size()), rank = g.type(x).rank(), lead = rank - k;
+  Value vals = x, idx = flat_positions(g, g.type(x).shape, k);
+  // Cells are rectangles: reduce one dim at a time (innermost first), the
+  // later stages choosing among the earlier stages' winners.
+  for (int64_t d = k - 1; d >= 0; --d) {
+    int64_t dim = lead + d, in = g.type(vals).shape[dim], out = output[d], taps = 1;
+    std::vector<int64_t> start(out), end(out);
+    for (int64_t i = 0; i < out; ++i) {
+      start[i] = (i * in) / out;
+      end[i] = ((i + 1) * in + out - 1) / out;
+      taps = std::max(taps, end[i] - start[i]);
+    }
+    std::vector<double> table;
+    for (int64_t i = 0; i < out; ++i)
+      for (int64_t t = 0; t < taps; ++t) table.push_back(static_cast<double>(std::min(start[i] + t, end[i] - 1)));
+    Value tv = ir::constant_tensor(g, DType::S64, {out, taps}, table);
+    ir::Dims perm{dim}, inv(rank);
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != dim) perm.push_back(i);
+    for (int64_t i = 0; i < rank; ++i) inv[perm[i]] = i;
+    Value gv = ir::gather_rows(g, ir::transpose(g, vals, perm), tv);  // [out, taps, rest...]
+    Value gi = ir::gather_rows(g, ir::transpose(g, idx, perm), tv);
+    ir::Shape gs = g.type(gv).shape;
+    ir::Shape rs = gs;
+    rs.erase(rs.begin() + 1);
+    Running r;
+    for (int64_t t = 0; t < taps; ++t) {
+      ir::Dims lo(gs.size(), 0), hi = gs;
+      lo[1] = t;
+      hi[1] = t + 1;
+      r.visit(g, ir::reshape(g, ir::slice(g, gv, lo, hi), rs), ir::reshape(g, ir::slice(g, gi, lo, hi), rs));
+    }
+    vals = ir::transpose(g, r.best, inv);
+    idx = ir::transpose(g, r.index, inv);
+  }
+  return {vals, idx};
+}
+
+MaxPoolResult fractional_max_pool(ir::Graph& g, Value x, Value samples, const ir::Dims& kernel, const ir::Dims& output,
+                                  const ir::Dims& sample_column) {
+  ir::Type t = g.type(x);  // [P, spatial...]
+  int64_t k = static_cast<int64_t>(kernel.size()), planes = t.shape[0], plane = 1;
+  for (int64_t d = 0; d < k; ++d) plane *= t.shape[1 + d];
+  DType sd = g.type(samples).dtype;
+  ir::Shape grid{planes};
+  for (int64_t o : output) grid.push_back(o);
+  // Window starts per plane and dim, computed in the samples' dtype as ATen does.
+  std::vector<Value> starts;
+  for (int64_t d = 0; d < k; ++d) {
+    int64_t in = t.shape[1 + d], out = output[d];
+    ir::Shape ps{planes, out};
+    Value last = full_int(g, DType::S64, in - kernel[d], ps);
+    Value seq = last;
+    if (out > 1) {
+      Value s = ir::slice(g, samples, {0, sample_column[d]}, {planes, sample_column[d] + 1});
+      s = ir::broadcast_in_dim(g, ir::reshape(g, s, {planes}), ps, {0});
+      Value alpha = div(g, ir::full(g, sd, static_cast<double>(in - kernel[d]), ps),
+                            ir::full(g, sd, static_cast<double>(out - 1), ps));
+      Value a = ir::convert(g, mul(g, add(g, ir::iota(g, sd, ps, 1), s), alpha), DType::S64);
+      Value b = ir::convert(g, mul(g, s, alpha), DType::S64);
+      seq = ir::binary(g, "stablehlo.subtract", a, b);
+      Value is_last = ir::compare(g, ir::iota(g, DType::S64, ps, 1), full_int(g, DType::S64, out - 1, ps),
+                                  ir::Compare::EQ);
+      seq = ir::select(g, is_last, last, seq);
+    }
+    starts.push_back(ir::broadcast_in_dim(g, seq, grid, {0, 1 + d}));
+  }
+  Value xf = ir::reshape(g, x, {planes * plane});
+  Value base = affine(g, ir::iota(g, DType::S64, grid, 0), plane, 0);
+  Running r;
+  ir::Dims offset(k, 0);
+  while (true) {
+    Value flat;
+    int64_t stride = 1;
+    for (int64_t d = k - 1; d >= 0; --d) {
+      Value term = affine(g, starts[d], stride, offset[d] * stride);
+      flat = flat.valid() ? add(g, flat, term) : term;
+      stride *= t.shape[1 + d];
+    }
+    r.visit(g, ir::gather_1d(g, xf, add(g, flat, base)), flat);
+    int64_t d = k - 1;
+    while (d >= 0 && ++offset[d] == kernel[d]) offset[d--] = 0;
+    if (d < 0) break;
+  }
+  return {r.best, r.index};
+}
+
+Value max_unpool(ir::Graph& g, Value x, Value indices, int64_t size) {
+  ir::Type t = g.type(x);  // [P, L]
+  int64_t planes = t.shape[0], l = t.shape[1];
+  Value idx = add(g, ir::convert(g, indices, DType::S64), affine(g, ir::iota(g, DType::S64, {planes, l}, 0), size, 0));
+  Value zeros = ir::full(g, t.dtype, 0, {planes * size});
+  Value r = ir::scatter_1d(g, zeros, ir::reshape(g, idx, {planes * l}), ir::reshape(g, x, {planes * l}));
+  return ir::reshape(g, r, {planes, size});
+}
+
 }  // namespace tpu::lowering

@@ -58,4 +58,16 @@ ir::Value adaptive_avg_pool(ir::Graph& g, ir::Value x, const ir::Dims& output, i
 ir::Value adaptive_avg_pool_backward(ir::Graph& g, ir::Value gy, const ir::Shape& input_shape,
                                      int64_t spatial_rank, ir::DType accumulate);
 
+// Adaptive max pooling to `output` sizes of the trailing dims (cells as in
+// adaptive_avg_pool), with ATen's pick: the first maximum of a cell in
+// row-major order, or its last NaN.
+MaxPoolResult adaptive_max_pool(ir::Graph& g, ir::Value x, const ir::Dims& output);
+// Fractional max pooling of x [P, spatial...]: windows of `kernel` whose
+// starts come from samples [P, k] (x's dtype; spatial dim d uses sample
+// column sample_column[d]) as ATen's generate_intervals draws them.
+MaxPoolResult fractional_max_pool(ir::Graph& g, ir::Value x, ir::Value samples, const ir::Dims& kernel,
+                                  const ir::Dims& output, const ir::Dims& sample_column);
+// max_unpool: x and indices [P, L] (plane-local flat positions) scattered into zeros [P, size].
+ir::Value max_unpool(ir::Graph& g, ir::Value x, ir::Value indices, int64_t size);
+
 }  // namespace tpu::lowering

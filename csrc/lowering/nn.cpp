@@ -1,6 +1,7 @@
 #include "lowering/nn.h"
 
 #include <cmath>
+#include <limits>
 
 #include "lowering/reduce.h"
 
@@ -348,6 +349,396 @@ Value binary_cross_entropy_with_logits(ir::Graph& g, Value x, Value target, OptV
   Value loss = sub(g, mul(g, sub(g, one, t), xa), log_sig);
   if (weight) loss = mul(g, loss, ir::convert(g, *weight, acc));
   return ir::convert(g, reduce_loss(g, loss, reduction), result);
+}
+
+// ------------------------------------------------------------ more activations
+
+namespace {
+
+Value neg(ir::Graph& g, Value x) { return ir::unary(g, "stablehlo.negate", x); }
+Value land(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.and", a, b); }
+Value lor(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.or", a, b); }
+Value lnot(ir::Graph& g, Value a) { return ir::unary(g, "stablehlo.not", a); }
+Value cmp(ir::Graph& g, Value a, Value b, ir::Compare c) { return ir::compare(g, a, b, c); }
+Value zeros_like(ir::Graph& g, Value x) { return full_like(g, x, 0); }
+// -lambd <= x <= lambd (false for NaN).
+Value within(ir::Graph& g, Value x, Value lambd) {
+  return land(g, cmp(g, x, neg(g, lambd), ir::Compare::GE), cmp(g, x, lambd, ir::Compare::LE));
+}
+Value outside(ir::Graph& g, Value x, Value lambd) {
+  return lor(g, cmp(g, x, lambd, ir::Compare::GT), cmp(g, x, neg(g, lambd), ir::Compare::LT));
+}
+// The two halves of x along dim.
+std::pair<Value, Value> halves(ir::Graph& g, Value x, int64_t dim) {
+  ir::Shape s = g.type(x).shape;
+  ir::Dims start(s.size(), 0), mid = s;
+  mid[dim] = s[dim] / 2;
+  ir::Dims start2 = start;
+  start2[dim] = s[dim] / 2;
+  return {ir::slice(g, x, start, mid), ir::slice(g, x, start2, s)};
+}
+
+}  // namespace
+
+Value hardshrink(ir::Graph& g, Value x, Value lambd) { return ir::select(g, within(g, x, lambd), zeros_like(g, x), x); }
+
+Value hardshrink_backward(ir::Graph& g, Value grad, Value x, Value lambd) {
+  return ir::select(g, within(g, x, lambd), zeros_like(g, grad), grad);
+}
+
+Value softshrink(ir::Graph& g, Value x, Value lambd) {
+  // Inside the band x * 0: NaN stays NaN, as in ATen.
+  Value inner = mul(g, x, zeros_like(g, x));
+  Value r = ir::select(g, cmp(g, x, neg(g, lambd), ir::Compare::LT), add(g, x, lambd), inner);
+  return ir::select(g, cmp(g, x, lambd, ir::Compare::GT), sub(g, x, lambd), r);
+}
+
+Value softshrink_backward(ir::Graph& g, Value grad, Value x, Value lambd) {
+  return ir::select(g, outside(g, x, lambd), grad, zeros_like(g, grad));
+}
+
+Value threshold(ir::Graph& g, Value x, Value th, Value value) {
+  return ir::select(g, cmp(g, x, th, ir::Compare::LE), value, x);
+}
+
+Value log_sigmoid(ir::Graph& g, Value x) {
+  Value neg_abs = neg(g, ir::unary(g, "stablehlo.abs", x));
+  return sub(g, ir::binary(g, "stablehlo.minimum", x, zeros_like(g, x)),
+             ir::unary(g, "stablehlo.log_plus_one", ir::unary(g, "stablehlo.exponential", neg_abs)));
+}
+
+Value log_sigmoid_backward(ir::Graph& g, Value grad, Value x) {
+  return mul(g, grad, ir::unary(g, "stablehlo.logistic", neg(g, x)));
+}
+
+Value prelu(ir::Graph& g, Value x, Value w) {
+  return ir::select(g, cmp(g, x, zeros_like(g, x), ir::Compare::GT), x, mul(g, w, x));
+}
+
+std::pair<Value, Value> prelu_backward(ir::Graph& g, Value grad, Value x, Value w) {
+  Value pos = cmp(g, x, zeros_like(g, x), ir::Compare::GT);
+  return {ir::select(g, pos, grad, mul(g, w, grad)), ir::select(g, pos, zeros_like(g, x), mul(g, x, grad))};
+}
+
+Value glu(ir::Graph& g, Value x, int64_t dim) {
+  auto [a, b] = halves(g, x, dim);
+  return mul(g, a, ir::unary(g, "stablehlo.logistic", b));
+}
+
+Value glu_backward(ir::Graph& g, Value grad, Value x, int64_t dim) {
+  auto [a, b] = halves(g, x, dim);
+  Value sig = ir::unary(g, "stablehlo.logistic", b);
+  Value ga = mul(g, sig, grad);
+  Value gb = mul(g, mul(g, mul(g, a, sig), sub(g, full_like(g, sig, 1), sig)), grad);
+  return ir::concatenate(g, {ga, gb}, dim);
+}
+
+// ------------------------------------------------------------ more losses
+
+namespace {
+
+// grad (scalar or x's shape) in x's dtype, times the mean's 1/numel.
+Value loss_grad(ir::Graph& g, Value grad, Value like, Reduction reduction) {
+  const ir::Type& t = g.type(like);
+  Value ga = ir::broadcast_to(g, ir::convert(g, grad, t.dtype), t.shape);
+  if (reduction == Reduction::Mean) ga = div(g, ga, full_like(g, ga, static_cast<double>(ir::numel(t.shape))));
+  return ga;
+}
+
+}  // namespace
+
+Value huber_loss(ir::Graph& g, Value x, Value target, Reduction reduction, double delta, DType result) {
+  Value xa = acc_of(g, x);
+  Value z = ir::unary(g, "stablehlo.abs", sub(g, xa, ir::convert(g, target, g.type(xa).dtype)));
+  Value quad = mul(g, mul(g, full_like(g, z, 0.5), z), z);
+  Value lin = mul(g, full_like(g, z, delta), sub(g, z, full_like(g, z, 0.5 * delta)));
+  Value loss = ir::select(g, cmp(g, z, full_like(g, z, delta), ir::Compare::LT), quad, lin);
+  return ir::convert(g, reduce_loss(g, loss, reduction), result);
+}
+
+Value huber_loss_backward(ir::Graph& g, Value grad, Value x, Value target, Reduction reduction, double delta,
+                          DType result) {
+  Value xa = acc_of(g, x);
+  Value d = sub(g, xa, ir::convert(g, target, g.type(xa).dtype));
+  Value ga = loss_grad(g, grad, d, reduction);
+  Value dl = full_like(g, d, delta);
+  Value r = ir::select(g, cmp(g, d, dl, ir::Compare::GE), mul(g, ga, dl), mul(g, d, ga));
+  r = ir::select(g, cmp(g, d, neg(g, dl), ir::Compare::LE), neg(g, mul(g, ga, dl)), r);
+  return ir::convert(g, r, result);
+}
+
+Value smooth_l1_loss(ir::Graph& g, Value x, Value target, Reduction reduction, double beta, DType result) {
+  Value xa = acc_of(g, x);
+  Value z = ir::unary(g, "stablehlo.abs", sub(g, xa, ir::convert(g, target, g.type(xa).dtype)));
+  Value loss = z;
+  if (beta > 0) {
+    Value quad = div(g, mul(g, mul(g, full_like(g, z, 0.5), z), z), full_like(g, z, beta));
+    loss = ir::select(g, cmp(g, z, full_like(g, z, beta), ir::Compare::LT), quad,
+                      sub(g, z, full_like(g, z, 0.5 * beta)));
+  }
+  return ir::convert(g, reduce_loss(g, loss, reduction), result);
+}
+
+Value smooth_l1_loss_backward(ir::Graph& g, Value grad, Value x, Value target, Reduction reduction, double beta,
+                              DType result) {
+  Value xa = acc_of(g, x);
+  Value d = sub(g, xa, ir::convert(g, target, g.type(xa).dtype));
+  Value ga = loss_grad(g, grad, d, reduction);
+  Value b = full_like(g, d, beta);
+  Value r = beta > 0 ? div(g, mul(g, d, ga), b) : zeros_like(g, d);
+  r = ir::select(g, cmp(g, d, b, ir::Compare::GE), ga, r);
+  r = ir::select(g, cmp(g, d, neg(g, b), ir::Compare::LE), neg(g, ga), r);
+  return ir::convert(g, r, result);
+}
+
+namespace {
+
+struct MarginTerms {
+  Value onehot;  // pred [N, C]: the target class
+  Value active;  // pred [N, C]: z > 0 off the target
+  Value z;       // margin - x[y] + x[i], acc [N, C]
+  Value w;       // acc [N]: weight of each target (1 without weights)
+};
+
+MarginTerms margin_terms(ir::Graph& g, Value xa, Value target, double margin, OptValue weight) {
+  DType acc = g.type(xa).dtype;
+  const ir::Shape shape = g.type(xa).shape;  // [N, C]
+  MarginTerms m;
+  Value t = ir::broadcast_in_dim(g, ir::convert(g, target, DType::S64), shape, {0});
+  m.onehot = cmp(g, t, ir::iota(g, DType::S64, shape, 1), ir::Compare::EQ);
+  Value zero = full_like(g, xa, 0);
+  Value x_t = sum(g, ir::select(g, m.onehot, xa, zero), {1}, false, acc, acc);
+  m.z = add(g, sub(g, full_like(g, xa, margin), ir::broadcast_in_dim(g, x_t, shape, {0})), xa);
+  m.active = land(g, cmp(g, m.z, zero, ir::Compare::GT), lnot(g, m.onehot));
+  if (weight) {
+    Value wb = ir::broadcast_in_dim(g, ir::convert(g, *weight, acc), shape, {1});
+    m.w = sum(g, ir::select(g, m.onehot, wb, zero), {1}, false, acc, acc);
+  } else {
+    m.w = ir::full(g, acc, 1, {shape[0]});
+  }
+  return m;
+}
+
+// Per-sample losses [N] to the requested reduction.
+Value reduce_samples(ir::Graph& g, Value loss, Reduction reduction) { return reduce_loss(g, loss, reduction); }
+
+// grad ([N] for Reduction::None, else a scalar) as [N, C] in acc, with the mean's 1/N.
+Value sample_grad(ir::Graph& g, Value grad, const ir::Shape& shape, Reduction reduction, DType acc) {
+  Value ga = ir::convert(g, grad, acc);
+  if (reduction == Reduction::None) return ir::broadcast_in_dim(g, ga, shape, {0});
+  ga = ir::broadcast_in_dim(g, ga, shape, {});
+  if (reduction == Reduction::Mean) ga = div(g, ga, ir::full(g, acc, static_cast<double>(shape[0]), shape));
+  return ga;
+}
+
+}  // namespace
+
+Value multi_margin_loss(ir::Graph& g, Value x, Value target, int64_t p, double margin, OptValue weight,
+                        Reduction reduction, DType result) {
+  Value xa = acc_of(g, x);
+  DType acc = g.type(xa).dtype;
+  const ir::Shape shape = g.type(xa).shape;
+  MarginTerms m = margin_terms(g, xa, target, margin, weight);
+  Value h = p == 1 ? m.z : mul(g, m.z, m.z);
+  h = ir::select(g, m.active, h, full_like(g, h, 0));
+  h = mul(g, h, ir::broadcast_in_dim(g, m.w, shape, {0}));
+  Value loss = div(g, sum(g, h, {1}, false, acc, acc), ir::full(g, acc, static_cast<double>(shape[1]), {shape[0]}));
+  return ir::convert(g, reduce_samples(g, loss, reduction), result);
+}
+
+Value multi_margin_loss_backward(ir::Graph& g, Value grad, Value x, Value target, int64_t p, double margin,
+                                 OptValue weight, Reduction reduction, DType result) {
+  Value xa = acc_of(g, x);
+  DType acc = g.type(xa).dtype;
+  const ir::Shape shape = g.type(xa).shape;
+  MarginTerms m = margin_terms(g, xa, target, margin, weight);
+  Value coef = p == 1 ? full_like(g, m.z, 1) : mul(g, full_like(g, m.z, 2), m.z);
+  coef = ir::select(g, m.active, coef, full_like(g, coef, 0));
+  coef = mul(g, coef, ir::broadcast_in_dim(g, m.w, shape, {0}));
+  coef = div(g, coef, full_like(g, coef, static_cast<double>(shape[1])));
+  Value total = ir::broadcast_in_dim(g, sum(g, coef, {1}, false, acc, acc), shape, {0});
+  Value gi = sub(g, coef, ir::select(g, m.onehot, total, full_like(g, total, 0)));
+  return ir::convert(g, mul(g, gi, sample_grad(g, grad, shape, reduction, acc)), result);
+}
+
+namespace {
+
+struct MultilabelTerms {
+  Value is_target;  // pred [N, C]
+  Value pick;       // pred [N, K, C]: valid target k is class c
+  Value active;     // pred [N, K, C]: valid k, non-target c, z > 0
+  Value z;          // acc [N, K, C]: 1 - x[t_k] + x[c]
+};
+
+MultilabelTerms multilabel_terms(ir::Graph& g, Value xa, Value target) {
+  DType acc = g.type(xa).dtype;
+  const ir::Shape shape = g.type(xa).shape;  // [N, C]
+  int64_t n = shape[0], c = shape[1];
+  ir::Shape cube{n, c, c};  // [N, K, C]
+  Value t = ir::convert(g, target, DType::S64);
+  // Target k counts while no -1 came at or before it.
+  Value ended = cmp(g, t, ir::full(g, DType::S64, -1, shape), ir::Compare::EQ);
+  Value upto = cmp(g, ir::iota(g, DType::S64, cube, 2), ir::iota(g, DType::S64, cube, 1), ir::Compare::LE);
+  Value any_end = ir::reduce(g, land(g, ir::broadcast_in_dim(g, ended, cube, {0, 2}), upto),
+                             ir::constant_int(g, DType::Pred, 0), {2}, ir::Combiner::Or);
+  Value valid = lnot(g, any_end);  // [N, K]
+  MultilabelTerms m;
+  Value is_class = cmp(g, ir::broadcast_in_dim(g, t, cube, {0, 1}), ir::iota(g, DType::S64, cube, 2), ir::Compare::EQ);
+  m.pick = land(g, is_class, ir::broadcast_in_dim(g, valid, cube, {0, 1}));
+  m.is_target = ir::reduce(g, m.pick, ir::constant_int(g, DType::Pred, 0), {1}, ir::Combiner::Or);
+  Value xc = ir::broadcast_in_dim(g, xa, cube, {0, 2});
+  Value zero = ir::full(g, acc, 0, cube);
+  Value x_t = sum(g, ir::select(g, is_class, xc, zero), {2}, false, acc, acc);  // [N, K]
+  m.z = add(g, sub(g, ir::full(g, acc, 1, cube), ir::broadcast_in_dim(g, x_t, cube, {0, 1})), xc);
+  m.active = land(g, land(g, ir::broadcast_in_dim(g, valid, cube, {0, 1}),
+                          lnot(g, ir::broadcast_in_dim(g, m.is_target, cube, {0, 2}))),
+                  cmp(g, m.z, zero, ir::Compare::GT));
+  return m;
+}
+
+}  // namespace
+
+MultilabelForward multilabel_margin_loss(ir::Graph& g, Value x, Value target, Reduction reduction, DType result) {
+  Value xa = acc_of(g, x);
+  DType acc = g.type(xa).dtype;
+  const ir::Shape shape = g.type(xa).shape;
+  MultilabelTerms m = multilabel_terms(g, xa, target);
+  Value h = ir::select(g, m.active, m.z, full_like(g, m.z, 0));
+  Value loss = div(g, sum(g, h, {1, 2}, false, acc, acc), ir::full(g, acc, static_cast<double>(shape[1]), {shape[0]}));
+  return {ir::convert(g, reduce_samples(g, loss, reduction), result), ir::convert(g, m.is_target, result)};
+}
+
+Value multilabel_margin_loss_backward(ir::Graph& g, Value grad, Value x, Value target, Reduction reduction,
+                                      DType result) {
+  Value xa = acc_of(g, x);
+  DType acc = g.type(xa).dtype;
+  const ir::Shape shape = g.type(xa).shape;
+  MultilabelTerms m = multilabel_terms(g, xa, target);
+  const ir::Shape cube = g.type(m.z).shape;
+  Value one = ir::convert(g, m.active, acc);
+  Value plus = sum(g, one, {1}, false, acc, acc);  // [N, C]: each non-target class
+  Value per_k = sum(g, one, {2}, false, acc, acc);  // [N, K]: each target position
+  Value minus = sum(g, ir::select(g, m.pick, ir::broadcast_in_dim(g, per_k, cube, {0, 1}), ir::full(g, acc, 0, cube)),
+                    {1}, false, acc, acc);
+  Value gi = div(g, sub(g, plus, minus), full_like(g, plus, static_cast<double>(shape[1])));
+  return ir::convert(g, mul(g, gi, sample_grad(g, grad, shape, reduction, acc)), result);
+}
+
+// ------------------------------------------------------------ embedding_bag
+
+namespace {
+
+Value s64(ir::Graph& g, double v, const ir::Shape& shape) { return ir::full(g, DType::S64, v, shape); }
+
+// Whether each index counts (is not the padding index), [L] pred.
+Value counted(ir::Graph& g, Value idx, int64_t padding_idx) {
+  const ir::Shape& s = g.type(idx).shape;
+  if (padding_idx < 0) return ir::full(g, DType::Pred, 1, s);
+  return cmp(g, idx, s64(g, static_cast<double>(padding_idx), s), ir::Compare::NE);
+}
+
+}  // namespace
+
+BagForward embedding_bag(ir::Graph& g, Value weight, Value indices, Value offsets, int64_t bags, BagMode mode,
+                         OptValue psw, int64_t padding_idx, DType result) {
+  DType acc = accumulate_dtype(g.type(weight).dtype);
+  int64_t l = g.type(indices).shape[0], d = g.type(weight).shape[1];
+  Value idx = ir::convert(g, indices, DType::S64);
+  Value off = ir::slice(g, ir::convert(g, offsets, DType::S64), {0}, {bags});
+  // bag(i) = #{b : offsets[b] <= i} - 1
+  ir::Shape lb{l, bags};
+  Value le = cmp(g, ir::broadcast_in_dim(g, off, lb, {1}), ir::iota(g, DType::S64, lb, 0), ir::Compare::LE);
+  Value bag = ir::binary(g, "stablehlo.subtract", sum(g, ir::convert(g, le, DType::S64), {1}, false, DType::S64, DType::S64),
+                         s64(g, 1, {l}));
+  Value valid = counted(g, idx, padding_idx);
+  // Indices before the first offset belong to no bag: drop them (bag -1 is outside).
+  BagForward f;
+  f.offset2bag = bag;
+  Value ones = ir::select(g, valid, s64(g, 1, {l}), s64(g, 0, {l}));
+  f.bag_size = ir::scatter_rows(g, s64(g, 0, {bags}), bag, ones, ir::Combiner::Add);
+  Value rows = ir::convert(g, ir::gather_rows(g, weight, idx), acc);  // [L, D]
+  ir::Shape ld{l, d};
+  Value valid_ld = ir::broadcast_in_dim(g, valid, ld, {0});
+  if (mode == BagMode::Max) {
+    Value low = ir::full(g, acc, -std::numeric_limits<double>::infinity(), ld);
+    Value vals = ir::select(g, valid_ld, rows, low);
+    Value best = ir::scatter_rows(g, ir::full(g, acc, -std::numeric_limits<double>::infinity(), {bags, d}), bag, vals,
+                                  ir::Combiner::Max);
+    // The first index reaching the maximum (ATen replaces only on a strictly greater value).
+    Value at_best = land(g, valid_ld, cmp(g, vals, ir::gather_rows(g, best, ir::binary(g, "stablehlo.maximum", bag, s64(g, 0, {l}))),
+                                          ir::Compare::EQ));
+    Value pos = ir::select(g, at_best, ir::iota(g, DType::S64, ld, 0), s64(g, static_cast<double>(l), ld));
+    Value first = ir::scatter_rows(g, s64(g, static_cast<double>(l), {bags, d}), bag, pos, ir::Combiner::Min);
+    Value empty = ir::broadcast_in_dim(g, cmp(g, f.bag_size, s64(g, 0, {bags}), ir::Compare::EQ), {bags, d}, {0});
+    Value picked = ir::gather_1d(g, ir::concatenate(g, {idx, s64(g, -1, {1})}, 0), first);
+    f.max_indices = ir::select(g, empty, s64(g, -1, {bags, d}), picked);
+    f.output = ir::convert(g, ir::select(g, empty, ir::full(g, acc, 0, {bags, d}), best), result);
+    return f;
+  }
+  if (psw) rows = mul(g, rows, ir::broadcast_in_dim(g, ir::convert(g, *psw, acc), ld, {0}));
+  rows = ir::select(g, valid_ld, rows, ir::full(g, acc, 0, ld));
+  Value total = ir::scatter_rows(g, ir::full(g, acc, 0, {bags, d}), bag, rows, ir::Combiner::Add);
+  if (mode == BagMode::Mean) {
+    Value n = ir::convert(g, ir::binary(g, "stablehlo.maximum", f.bag_size, s64(g, 1, {bags})), acc);
+    total = div(g, total, ir::broadcast_in_dim(g, n, {bags, d}, {0}));
+  }
+  f.output = ir::convert(g, total, result);
+  f.max_indices = s64(g, 0, {bags});
+  return f;
+}
+
+Value embedding_bag_backward(ir::Graph& g, Value grad, Value indices, Value offset2bag, Value bag_size,
+                             Value max_indices, int64_t num_weights, bool scale_grad_by_freq, BagMode mode,
+                             OptValue psw, int64_t padding_idx, DType result) {
+  DType acc = accumulate_dtype(g.type(grad).dtype);
+  int64_t bags = g.type(grad).shape[0], d = g.type(grad).shape[1], l = g.type(indices).shape[0];
+  Value ga = ir::convert(g, grad, acc);
+  Value idx = ir::convert(g, indices, DType::S64);
+  ir::Shape vd{num_weights, d};
+  if (mode == BagMode::Max) {
+    // grad[b, j] lands on weight[max_indices[b, j], j]; empty bags (-1) are dropped.
+    Value mi = ir::convert(g, max_indices, DType::S64);
+    Value neg = cmp(g, mi, s64(g, 0, {bags, d}), ir::Compare::LT);
+    Value flat = ir::binary(g, "stablehlo.add", ir::binary(g, "stablehlo.multiply", mi, s64(g, static_cast<double>(d), {bags, d})),
+                            ir::iota(g, DType::S64, {bags, d}, 1));
+    flat = ir::select(g, neg, s64(g, static_cast<double>(num_weights * d), {bags, d}), flat);
+    Value r = ir::scatter_1d_combine(g, ir::full(g, acc, 0, {num_weights * d}), ir::reshape(g, flat, {bags * d}),
+                                     ir::reshape(g, ga, {bags * d}), ir::Combiner::Add);
+    return ir::convert(g, ir::reshape(g, r, vd), result);
+  }
+  Value bag = ir::convert(g, offset2bag, DType::S64);
+  Value inbag = cmp(g, bag, s64(g, 0, {l}), ir::Compare::GE);
+  Value rows = ir::gather_rows(g, ga, ir::binary(g, "stablehlo.maximum", bag, s64(g, 0, {l})));  // [L, D]
+  ir::Shape ld{l, d};
+  Value scale = ir::full(g, acc, 1, {l});
+  if (mode == BagMode::Mean) {
+    Value n = ir::convert(g, ir::binary(g, "stablehlo.maximum", ir::convert(g, bag_size, DType::S64), s64(g, 1, {bags})), acc);
+    scale = div(g, scale, ir::gather_rows(g, n, ir::binary(g, "stablehlo.maximum", bag, s64(g, 0, {l}))));
+  }
+  if (psw) scale = mul(g, scale, ir::convert(g, *psw, acc));
+  Value keep = land(g, inbag, counted(g, idx, padding_idx));
+  if (scale_grad_by_freq) {
+    Value ones = ir::select(g, keep, ir::full(g, acc, 1, {l}), ir::full(g, acc, 0, {l}));
+    Value freq = ir::scatter_rows(g, ir::full(g, acc, 0, {num_weights}), idx, ones, ir::Combiner::Add);
+    scale = div(g, scale, ir::binary(g, "stablehlo.maximum", ir::gather_rows(g, freq, idx), ir::full(g, acc, 1, {l})));
+  }
+  scale = ir::select(g, keep, scale, ir::full(g, acc, 0, {l}));
+  rows = mul(g, rows, ir::broadcast_in_dim(g, scale, ld, {0}));
+  Value r = ir::scatter_rows(g, ir::full(g, acc, 0, vd), idx, rows, ir::Combiner::Add);
+  return ir::convert(g, r, result);
+}
+
+Value embedding_bag_per_sample_weights_backward(ir::Graph& g, Value grad, Value weight, Value indices,
+                                                Value offset2bag, int64_t padding_idx, DType result) {
+  DType acc = accumulate_dtype(g.type(grad).dtype);
+  int64_t l = g.type(indices).shape[0];
+  Value idx = ir::convert(g, indices, DType::S64);
+  Value bag = ir::convert(g, offset2bag, DType::S64);
+  Value gr = ir::convert(g, ir::gather_rows(g, grad, ir::binary(g, "stablehlo.maximum", bag, s64(g, 0, {l}))), acc);
+  Value wr = ir::convert(g, ir::gather_rows(g, weight, idx), acc);
+  Value dot = sum(g, mul(g, gr, wr), {1}, false, acc, acc);
+  Value keep = land(g, cmp(g, bag, s64(g, 0, {l}), ir::Compare::GE), counted(g, idx, padding_idx));
+  return ir::convert(g, ir::select(g, keep, dot, ir::full(g, acc, 0, {l})), result);
 }
 
 }  // namespace tpu::lowering

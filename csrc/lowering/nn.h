@@ -6,6 +6,7 @@
 
 #include <array>
 #include <optional>
+#include <utility>
 
 #include "ir/graph.h"
 #include "ir/ops.h"
@@ -82,5 +83,75 @@ ir::Value binary_cross_entropy_backward(ir::Graph& g, ir::Value grad, ir::Value 
 // (1 - t) * x - (1 + (pos_weight - 1) * t) * log_sigmoid(x), times weight.
 ir::Value binary_cross_entropy_with_logits(ir::Graph& g, ir::Value x, ir::Value target, OptValue weight,
                                            OptValue pos_weight, Reduction reduction, ir::DType result);
+
+// ------------------------------------------------------------ more activations and losses
+// Elementwise pieces take operands of one shape and dtype (the compute dtype).
+
+// x in [-lambd, lambd] -> 0, else x.
+ir::Value hardshrink(ir::Graph& g, ir::Value x, ir::Value lambd);
+ir::Value hardshrink_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value lambd);
+// x -/+ lambd outside [-lambd, lambd], else 0 (NaN stays NaN).
+ir::Value softshrink(ir::Graph& g, ir::Value x, ir::Value lambd);
+ir::Value softshrink_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value lambd);
+// x <= threshold -> value, else x.
+ir::Value threshold(ir::Graph& g, ir::Value x, ir::Value threshold, ir::Value value);
+// min(x, 0) - log1p(exp(-|x|)) and its derivative sigmoid(-x) times grad.
+ir::Value log_sigmoid(ir::Graph& g, ir::Value x);
+ir::Value log_sigmoid_backward(ir::Graph& g, ir::Value grad, ir::Value x);
+// x > 0 ? x : w * x, and its gradients with respect to x and w.
+ir::Value prelu(ir::Graph& g, ir::Value x, ir::Value w);
+std::pair<ir::Value, ir::Value> prelu_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value w);
+// a * sigmoid(b) for the two halves of x along `dim`; the backward returns the gradient of x.
+ir::Value glu(ir::Graph& g, ir::Value x, int64_t dim);
+ir::Value glu_backward(ir::Graph& g, ir::Value grad, ir::Value x, int64_t dim);
+
+// Huber (delta) and smooth L1 (beta) losses; operands share one shape, grad
+// is that shape (Reduction::None) or a scalar.
+ir::Value huber_loss(ir::Graph& g, ir::Value x, ir::Value target, Reduction reduction, double delta,
+                     ir::DType result);
+ir::Value huber_loss_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value target, Reduction reduction,
+                              double delta, ir::DType result);
+ir::Value smooth_l1_loss(ir::Graph& g, ir::Value x, ir::Value target, Reduction reduction, double beta,
+                         ir::DType result);
+ir::Value smooth_l1_loss_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value target, Reduction reduction,
+                                  double beta, ir::DType result);
+
+// Multi-class hinge loss of x [N, C] at integer target [N]: per sample
+// sum_{i != y} w[y] * max(0, margin - x[y] + x[i])^p / C.
+ir::Value multi_margin_loss(ir::Graph& g, ir::Value x, ir::Value target, int64_t p, double margin, OptValue weight,
+                            Reduction reduction, ir::DType result);
+ir::Value multi_margin_loss_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value target, int64_t p,
+                                     double margin, OptValue weight, Reduction reduction, ir::DType result);
+// Multi-label hinge loss of x [N, C] at target [N, C] (class lists ended by -1).
+struct MultilabelForward {
+  ir::Value output;
+  ir::Value is_target;  // [N, C] in `result`: 1 where the class is a target
+};
+MultilabelForward multilabel_margin_loss(ir::Graph& g, ir::Value x, ir::Value target, Reduction reduction,
+                                         ir::DType result);
+ir::Value multilabel_margin_loss_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value target,
+                                          Reduction reduction, ir::DType result);
+
+// embedding_bag: rows of weight [V, D] picked by indices [L], reduced per bag
+// (bags start at offsets[b], b < B) by sum (optionally weighted per sample),
+// mean or max; entries equal to padding_idx (>= 0) are skipped. Empty bags give 0.
+enum class BagMode : int64_t { Sum = 0, Mean = 1, Max = 2 };
+struct BagForward {
+  ir::Value output;       // [B, D] in `result`
+  ir::Value offset2bag;   // [L] s64: the bag of each index
+  ir::Value bag_size;     // [B] s64: indices counted per bag
+  ir::Value max_indices;  // [B, D] s64 (max mode; -1 for empty bags), else [B] zeros
+};
+BagForward embedding_bag(ir::Graph& g, ir::Value weight, ir::Value indices, ir::Value offsets, int64_t bags,
+                         BagMode mode, OptValue per_sample_weights, int64_t padding_idx, ir::DType result);
+// Dense gradient of weight [num_weights, D] from grad [B, D].
+ir::Value embedding_bag_backward(ir::Graph& g, ir::Value grad, ir::Value indices, ir::Value offset2bag,
+                                 ir::Value bag_size, ir::Value max_indices, int64_t num_weights,
+                                 bool scale_grad_by_freq, BagMode mode, OptValue per_sample_weights,
+                                 int64_t padding_idx, ir::DType result);
+// Gradient of the per-sample weights [L] (sum mode): <grad[bag(i)], weight[indices[i]]>.
+ir::Value embedding_bag_per_sample_weights_backward(ir::Graph& g, ir::Value grad, ir::Value weight,
+                                                    ir::Value indices, ir::Value offset2bag, int64_t padding_idx,
+                                                    ir::DType result);
 
 }  // namespace tpu::lowering
