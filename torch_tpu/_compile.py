@@ -37,7 +37,7 @@ def _signature(args):
                 parts.append(("tpu", a.dtype, tuple(a.shape), a.stride(), a.storage_offset(),
                               a.untyped_storage().nbytes()))
             elif a.dim() == 0:
-                parts.append(("scalar", a.dtype, a.item()))  # baked into the program
+                parts.append(("scalar", a.dtype))  # uploaded per call: a program input
             else:
                 return None  # a CPU tensor operand: not sealable
         elif isinstance(a, (int, float, bool)) or a is None:
@@ -67,6 +67,15 @@ class CompiledGraph:
     def __call__(self, *args):
         device = next((a.device.index for a in args if _is_tpu(a)), None)
         signature = _signature(args) if device is not None else None
+        uploads = {}
+        if signature is not None:
+            # 0-d CPU tensors (an optimizer's step count) change every call: program
+            # inputs, not constants. They travel as tpu copies; mutations come back.
+            args = list(args)
+            for i, a in enumerate(args):
+                if isinstance(a, torch.Tensor) and a.device.type == "cpu":
+                    uploads[i] = a
+                    args[i] = a.to(torch.device("tpu", device))
         if signature is None or signature in self.op_by_op:
             return self._run_fused(args)
         inputs = [a for a in args if isinstance(a, torch.Tensor)]
@@ -74,8 +83,28 @@ class CompiledGraph:
         if sealed is not None:
             program, layout = sealed
             _stats["replays"] += 1
-            return self._assemble(layout, program.run(inputs))
-        return self._capture(device, signature, args, inputs)
+            outputs = self._assemble(layout, program.run(inputs))
+        else:
+            outputs = self._capture(device, signature, args, inputs)
+            sealed = self.programs.get(signature)
+        if uploads:
+            self._write_back(uploads, args, inputs, sealed)
+        return outputs
+
+    @staticmethod
+    def _write_back(uploads, args, inputs, sealed):
+        """Copies mutated uploads back into their CPU tensors."""
+        if sealed is not None:
+            position = {id(t): k for k, t in enumerate(inputs)}
+            written = {position[id(args[i])] for i in uploads} & set(sealed[0].mutated_inputs)
+            for i, cpu in uploads.items():
+                if position[id(args[i])] in written:
+                    cpu.copy_(args[i])
+            return
+        for i, cpu in uploads.items():  # run op by op: compare
+            value = args[i].cpu()
+            if not torch.equal(value, cpu):
+                cpu.copy_(value)
 
     def _capture(self, device, signature, args, inputs):
         from . import modes
@@ -131,6 +160,9 @@ def tpu_backend(gm, example_inputs, **kwargs):
     backend = aot_autograd(fw_compiler=_graph_compiler, bw_compiler=_graph_compiler,
                            decompositions=core_aten_decompositions(), keep_inference_input_mutations=True)
     return backend(gm, example_inputs, **kwargs)
+
+
+tpu_backend._tags = ()  # what dynamo's registry expects of a backend
 
 
 class _OpenXLAAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):

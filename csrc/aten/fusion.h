@@ -56,6 +56,12 @@ class CapturedProgram {
   // capture); returns fresh output tensors and updates mutated inputs.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
   size_t num_ops() const { return num_ops_; }
+  // Indices (into the inputs) of the inputs the program writes.
+  std::vector<int> mutated_inputs() const {
+    std::vector<int> indices;
+    for (auto [input, result] : mutated_inputs_) indices.push_back(input);
+    return indices;
+  }
 
  private:
   friend std::shared_ptr<CapturedProgram> end_capture(int, uint64_t, const std::vector<at::Tensor>&,

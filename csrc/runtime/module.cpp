@@ -109,7 +109,8 @@ PYBIND11_MODULE(_C, m) {
                throw std::runtime_error(e.what_without_backtrace());
              }
            })
-      .def_property_readonly("num_ops", &aten::CapturedProgram::num_ops);
+      .def_property_readonly("num_ops", &aten::CapturedProgram::num_ops)
+      .def_property_readonly("mutated_inputs", &aten::CapturedProgram::mutated_inputs);
   m.def("_begin_capture", [](int device) {
     try {
       return aten::begin_capture(device);
