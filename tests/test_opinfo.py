@@ -47,12 +47,12 @@ def test_slice_native(ops, name):
 
 # ---- the classifier ---------------------------------------------------------------------
 
-def test_histc_classifies_as_fallback():
-    (op,) = rep.find_ops(["histc"])
+def test_logspace_classifies_as_fallback():
+    op = rep.find_ops(["logspace"])[0]
     rec = rep.check_op(op, ("float32",), limit_samples=2, backward=True)["float32"]
     assert rec["forward"]["status"] == "fallback", rec
-    assert rec["forward"]["fallback_ops"] == ["aten::histc"]
-    assert "backward" not in rec          # histc is not differentiable
+    assert rec["forward"]["fallback_ops"] == ["aten::logspace.out"]
+    assert "backward" not in rec          # logspace is not differentiable
 
 
 class FakeOp:
@@ -125,17 +125,17 @@ def test_cpu_failure_is_skipped_not_counted():
 
 
 def test_fallback_then_wrong_is_fails():
-    # Needs the fallback (histc) and then gives a wrong answer: fails, with the fallback op.
+    # Needs the fallback (det) and then gives a wrong answer: fails, with the fallback op.
     def fn(x):
-        h = torch.histc(x, bins=4, min=-2, max=2)
-        return h + (1 if x.device.type == "tpu" else 0)
+        d = torch.linalg.det(x[:2, :2])
+        return d + (1 if x.device.type == "tpu" else 0)
     fwd, _ = _status(fn, supports_autograd=False)
-    assert fwd["status"] == "fails" and fwd["fallback_ops"] == ["aten::histc"], fwd
+    assert fwd["status"] == "fails" and fwd["fallback_ops"] == ["aten::_linalg_det.result"], fwd
 
 
 def test_backward_fallback_is_classified_separately():
-    # cummax's forward falls back; its backward (scatter_add) is native.
-    fwd, bwd = _status(lambda x: torch.cummax(x, 0).values)
+    # inv's forward falls back; its backward (matrix products) is native.
+    fwd, bwd = _status(lambda x: torch.linalg.inv(x[:2, :2] + 3 * torch.eye(2, device=x.device)))
     assert fwd["status"] == "fallback" and bwd["status"] == "native", (fwd, bwd)
 
 
