@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ("mlp", "gpt-tiny", "gpt-small")
 TPU_MODES = ("strict", "fused", "compiled")
 ALL_MODES = ("cpu", "strict", "fused", "compiled", "cuda")
-DEFAULT_MODES = ("cpu", "strict", "fused")
+DEFAULT_MODES = ("cpu", "strict", "fused", "compiled")
 # Timed steps per workload when --steps is not given: gpt-small takes ~0.5-3 s a
 # step on this 2-core machine, so it gets fewer to keep a default run near 4 minutes.
 DEFAULT_STEPS = {"mlp": 100, "gpt-tiny": 50, "gpt-small": 20}
