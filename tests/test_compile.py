@@ -3,6 +3,7 @@ import copy
 
 import pytest
 import torch
+import torch._dynamo.testing
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -172,3 +173,41 @@ def test_dropout_is_reproducible_under_a_fixed_seed():
     assert not torch.equal(b, c)  # the generator advances between calls
     assert set(a.unique().tolist()) <= {0.0, 2.0}
     assert 400 < int((a != 0).sum()) < 600
+
+
+class TinyCausalLM(nn.Module):
+    """A decoder step with a growing key/value cache, as in Hugging Face generate()."""
+
+    def __init__(self, vocab=50, d=16):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.out = nn.Linear(d, vocab)
+
+    def forward(self, tokens, past_k, past_v):
+        x = self.emb(tokens)
+        k = torch.cat([past_k, self.k(x)], 1)
+        v = torch.cat([past_v, self.v(x)], 1)
+        attention = F.softmax((self.q(x) @ k.transpose(1, 2)) / 4.0, -1)
+        return self.out(attention @ v), k, v
+
+
+def test_kv_cache_growth_under_dynamic_shapes():
+    torch.manual_seed(0)
+    cpu_model = TinyCausalLM()
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    counter = torch._dynamo.testing.CompileCounterWithBackend("tpu")
+    compiled = torch.compile(tpu_model, backend=counter, dynamic=True)
+    past_k = past_v = torch.zeros(1, 0, 16)
+    tpu_k, tpu_v = past_k.to("tpu"), past_v.to("tpu")
+    tokens = torch.tensor([[3]])
+    frames = []
+    with torch.no_grad():
+        for _ in range(8):
+            logits, past_k, past_v = cpu_model(tokens, past_k, past_v)
+            tpu_logits, tpu_k, tpu_v = compiled(tokens.to("tpu"), tpu_k, tpu_v)
+            torch.testing.assert_close(tpu_logits.cpu(), logits, rtol=1e-4, atol=1e-5)
+            tokens = logits[:, -1:].argmax(-1)
+            frames.append(counter.frame_count)
+    # Dynamo specialises cache lengths 0 and 1; from then on one symbolic graph serves every length.
+    assert frames[3:] == [frames[3]] * 5, frames
