@@ -316,6 +316,13 @@ std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const s
     }
   program->graph_ = std::move(p.graph);
   p.reset();  // the captured storages get their values from the first run below
+  program->plain_graph_ = program->graph_;
+  // A mutated input's old buffer goes to its new value: optimizer state is never held twice.
+  for (auto [k, result] : program->mutated_inputs_)
+    for (size_t position = 0; position < parameters.size(); ++position)
+      if (parameters[position].input == k &&
+          parameters[position].type == program->graph_.type(ir::Value{program->graph_.outputs()[result]}))
+        program->graph_.alias_output(static_cast<int>(position), result);
   program->executable_ = engine::Runtime::get().prepare(program->graph_);
   std::vector<engine::BufferRef> buffers = program->launch(inputs);
   for (size_t i = 0; i < output_values.size(); ++i) {
@@ -343,13 +350,19 @@ std::vector<engine::BufferRef> CapturedProgram::launch(const std::vector<at::Ten
     const at::Tensor& t = inputs[parameter.input];
     StorageValue* v = t.is_privateuseone() ? storage_value(t.storage()) : nullptr;
     TORCH_CHECK(v != nullptr, "torch_tpu: input ", parameter.input, " of a compiled graph is not a tpu tensor");
+    if (v->in_pending_graph) flush(v->device, Cut::DataRead);  // the pending graph may hold its buffer
     materialize(v);
     TORCH_CHECK(v->buffer && v->dtype == parameter.type.dtype && v->numel() == ir::numel(parameter.type.shape),
                 "torch_tpu: input ", parameter.input, " of a compiled graph has another storage than at capture");
     args.push_back(v->buffer);
   }
+  // Donate only buffers that nothing but their storage (and `args`) holds.
+  bool donate = true;
+  for (auto [parameter, result] : graph_.aliases()) donate = donate && args[parameter].use_count() == 2;
   try {
-    return engine::Runtime::get().launch(*executable_, graph_, args, device_);
+    if (donate) return engine::Runtime::get().launch(*executable_, graph_, args, device_);
+    if (!plain_executable_) plain_executable_ = engine::Runtime::get().prepare(plain_graph_);
+    return engine::Runtime::get().launch(*plain_executable_, plain_graph_, args, device_);
   } catch (const pjrt::Error& e) {
     TORCH_CHECK(false, "torch_tpu: a compiled graph of ", num_ops_, " ops failed on tpu:", device_, ": ", e.what());
   }

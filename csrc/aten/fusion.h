@@ -84,8 +84,10 @@ class CapturedProgram {
   std::vector<engine::BufferRef> launch(const std::vector<at::Tensor>& inputs) const;
 
   int device_ = 0;
-  ir::Graph graph_;
+  ir::Graph graph_;                       // mutated inputs' buffers donated to their results
   std::shared_ptr<pjrt::Executable> executable_;
+  ir::Graph plain_graph_;                 // the same without donation, for shared input buffers
+  mutable std::shared_ptr<pjrt::Executable> plain_executable_;
   std::vector<Parameter> parameters_;
   std::vector<OutputStorage> output_storages_;
   std::vector<Output> outputs_;
