@@ -3,41 +3,15 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "lowering/formula.h"
+
 namespace tpu::lowering {
 
 using ir::Value;
 
 namespace {
 
-// Terse arithmetic on same-typed values: the composites below read like
-// the formulas in ATen's CPU kernels they reproduce.
-struct Ops {
-  ir::Graph& g;
-  Value add(Value a, Value b) { return ir::binary(g, "stablehlo.add", a, b); }
-  Value sub(Value a, Value b) { return ir::binary(g, "stablehlo.subtract", a, b); }
-  Value mul(Value a, Value b) { return ir::binary(g, "stablehlo.multiply", a, b); }
-  Value div(Value a, Value b) { return ir::binary(g, "stablehlo.divide", a, b); }
-  Value max(Value a, Value b) { return nan_max(g, a, b); }
-  Value min(Value a, Value b) { return nan_min(g, a, b); }
-  Value and_(Value a, Value b) { return ir::binary(g, "stablehlo.and", a, b); }
-  Value or_(Value a, Value b) { return ir::binary(g, "stablehlo.or", a, b); }
-  Value un(const char* op, Value x) { return ir::unary(g, op, x); }
-  Value exp(Value x) { return un("stablehlo.exponential", x); }
-  Value tanh(Value x) { return un("stablehlo.tanh", x); }
-  Value neg(Value x) { return un("stablehlo.negate", x); }
-  Value abs(Value x) { return un("stablehlo.abs", x); }
-  Value c(Value like, double v) { return splat(g, like, v); }
-  Value cmp(Value a, Value b, ir::Compare d) { return ir::compare(g, a, b, d); }
-  Value lt(Value a, Value b) { return cmp(a, b, ir::Compare::LT); }
-  Value le(Value a, Value b) { return cmp(a, b, ir::Compare::LE); }
-  Value gt(Value a, Value b) { return cmp(a, b, ir::Compare::GT); }
-  Value ge(Value a, Value b) { return cmp(a, b, ir::Compare::GE); }
-  Value eq(Value a, Value b) { return cmp(a, b, ir::Compare::EQ); }
-  Value ne(Value a, Value b) { return cmp(a, b, ir::Compare::NE); }
-  Value sel(Value p, Value a, Value b) { return ir::select(g, p, a, b); }
-  Value pred(Value like, bool v) { return ir::full(g, ir::DType::Pred, v ? 1 : 0, g.type(like).shape); }
-  bool is_float(Value x) { return ir::is_floating(g.type(x).dtype); }
-};
+using Ops = Formula;
 
 Value lt_zero(ir::Graph& g, Value x) { return ir::compare(g, x, splat(g, x, 0), ir::Compare::LT); }
 

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "lowering/elementwise.h"
+#include "lowering/formula.h"
 
 namespace tpu::lowering::special {
 
@@ -55,49 +56,10 @@ constexpr double kNdtri_Q2[] = {1.00000000000000000000E0, 6.02427039364742014255
 
 constexpr double kPi = 3.14159265358979323846;
 
-// Terse, same-typed arithmetic so the formulas read like ATen's kernels.
-struct M {
-  Graph& g;
-  Value add(Value a, Value b) { return ir::binary(g, "stablehlo.add", a, b); }
-  Value sub(Value a, Value b) { return ir::binary(g, "stablehlo.subtract", a, b); }
-  Value mul(Value a, Value b) { return ir::binary(g, "stablehlo.multiply", a, b); }
-  Value div(Value a, Value b) { return ir::binary(g, "stablehlo.divide", a, b); }
-  Value pow(Value a, Value b) { return ir::binary(g, "stablehlo.power", a, b); }
-  Value rem(Value a, Value b) { return ir::binary(g, "stablehlo.remainder", a, b); }
-  Value un(const char* op, Value x) { return ir::unary(g, op, x); }
-  Value exp(Value x) { return un("stablehlo.exponential", x); }
-  Value log(Value x) { return un("stablehlo.log", x); }
-  Value log1p(Value x) { return un("stablehlo.log_plus_one", x); }
-  Value sqrt(Value x) { return un("stablehlo.sqrt", x); }
-  Value abs(Value x) { return un("stablehlo.abs", x); }
-  Value neg(Value x) { return un("stablehlo.negate", x); }
-  Value sin(Value x) { return un("stablehlo.sine", x); }
-  Value cos(Value x) { return un("stablehlo.cosine", x); }
-  Value tan(Value x) { return un("stablehlo.tan", x); }
+// The shared formula vocabulary plus Cephes' series helpers.
+struct M : Formula {
   Value acos(Value x) { return un("chlo.acos", x); }
-  Value floor(Value x) { return un("stablehlo.floor", x); }
   Value trunc(Value x) { return lowering::trunc(g, x); }
-  Value c(Value like, double v) { return splat(g, like, v); }
-  Value cmp(Value a, Value b, ir::Compare d) { return ir::compare(g, a, b, d); }
-  Value lt(Value a, Value b) { return cmp(a, b, ir::Compare::LT); }
-  Value le(Value a, Value b) { return cmp(a, b, ir::Compare::LE); }
-  Value gt(Value a, Value b) { return cmp(a, b, ir::Compare::GT); }
-  Value ge(Value a, Value b) { return cmp(a, b, ir::Compare::GE); }
-  Value eq(Value a, Value b) { return cmp(a, b, ir::Compare::EQ); }
-  Value ne(Value a, Value b) { return cmp(a, b, ir::Compare::NE); }
-  Value lt(Value a, double b) { return lt(a, c(a, b)); }
-  Value le(Value a, double b) { return le(a, c(a, b)); }
-  Value gt(Value a, double b) { return gt(a, c(a, b)); }
-  Value ge(Value a, double b) { return ge(a, c(a, b)); }
-  Value eq(Value a, double b) { return eq(a, c(a, b)); }
-  Value ne(Value a, double b) { return ne(a, c(a, b)); }
-  Value and_(Value a, Value b) { return ir::binary(g, "stablehlo.and", a, b); }
-  Value or_(Value a, Value b) { return ir::binary(g, "stablehlo.or", a, b); }
-  Value not_(Value a) { return un("stablehlo.not", a); }
-  Value sel(Value p, Value a, Value b) { return ir::select(g, p, a, b); }
-  Value sel(Value p, double a, Value b) { return sel(p, c(b, a), b); }
-  Value isnan(Value x) { return ne(x, x); }
-  Value isinf(Value x) { return eq(abs(x), INFINITY); }
   // Horner over n coefficients, highest power first (Cephes polevl).
   Value polevl(Value x, const double* coef, int n) {
     Value r = c(x, coef[0]);
