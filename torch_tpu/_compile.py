@@ -124,10 +124,9 @@ class CompiledGraph:
         if all(_is_tpu(o) or o is None for o in flat) and torch.equal(rng_before, _rng_state(device)):
             try:
                 program = _C._end_capture(device, token, inputs, [o for o in flat if o is not None])
-            except RuntimeError as error:
-                if "was cut" not in str(error):
-                    _C._set_eager_mode(previous)
-                    raise
+            except RuntimeError:
+                _C._set_eager_mode(previous)
+                raise
         # Restoring the mode runs what an unsealed capture left pending.
         _C._set_eager_mode(previous)
         if program is None:

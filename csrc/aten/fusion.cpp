@@ -18,7 +18,7 @@
 namespace tpu::aten {
 namespace {
 
-constexpr int kMaxDevices = 64;
+using engine::kMaxDevices;
 
 // Ops appended before a cut is forced: bounds compile time and host memory.
 size_t max_ops() {
@@ -212,11 +212,7 @@ void flush(int device, Cut reason) {
 }
 
 void flush_all(Cut reason) {
-  for (int device = 0; device < kMaxDevices; ++device) {
-    PendingGraph& p = g_pending[device];
-    std::lock_guard<std::recursive_mutex> lock(p.mutex);
-    if (!p.ops.empty()) p.run(device, reason, {});
-  }
+  for (int device = 0; device < kMaxDevices; ++device) flush(device, reason);
 }
 
 void materialize(StorageValue* value) {
@@ -264,7 +260,7 @@ std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const s
                                              const std::vector<at::Tensor>& outputs) {
   PendingGraph& p = pending_for(device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
-  TORCH_CHECK(p.runs == token, "torch_tpu: the captured graph was cut (a data read or a CPU fallback ran inside it)");
+  if (p.runs != token) return nullptr;  // cut by a data read or a CPU fallback: nothing to seal
   auto program = std::make_shared<CapturedProgram>();
   program->device_ = device;
   program->num_ops_ = p.ops.size();

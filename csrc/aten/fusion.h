@@ -99,8 +99,9 @@ class CapturedProgram {
 uint64_t begin_capture(int device);
 // Seals the ops appended since begin_capture() into a program whose inputs are
 // the storages of `inputs` and whose results are `outputs`; runs it once so
-// `outputs` (and mutated inputs) get their values. Throws when the capture
-// was cut (a data read or a CPU fallback inside the captured code).
+// `outputs` (and mutated inputs) get their values. Returns nullptr, leaving the
+// pending work alone, when the capture was cut (a data read or a CPU fallback
+// inside the captured code).
 std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const std::vector<at::Tensor>& inputs,
                                              const std::vector<at::Tensor>& outputs);
 // Drops what a failed capture left pending.

@@ -11,7 +11,7 @@
 namespace tpu::aten {
 namespace {
 
-constexpr int kMaxDevices = 64;
+using engine::kMaxDevices;
 // Each device owns a 2^40-byte slice of a private address range, so the
 // device of a data pointer can be recovered and storages never alias.
 constexpr uintptr_t kAddressBase = uintptr_t(0x5a) << 40;

@@ -19,7 +19,6 @@ std::mutex g_cache_dir_mutex;
 std::string g_cache_dir;
 std::atomic<EagerMode> g_eager_mode{EagerMode::Strict};
 
-constexpr int kMaxDevices = 64;
 struct DeviceMemory {
   std::atomic<int64_t> in_use{0};
   std::atomic<int64_t> peak{0};

@@ -17,6 +17,9 @@ namespace tpu::engine {
 
 using BufferRef = std::shared_ptr<pjrt::Buffer>;
 
+// Per-device tables (memory counters, pending graphs, storage addresses) hold this many devices.
+constexpr int kMaxDevices = 64;
+
 pjrt::ElementType element_type(ir::DType dtype);
 
 // When programs are cut and how the host waits (see DESIGN.md).

@@ -22,13 +22,21 @@ engine::Runtime& runtime_or_throw() {
   }
 }
 
-// Runs every pending fused graph (attributed to `reason`).
-void flush_pending(aten::Cut reason) {
+// Runs `f`, turning backend errors into Python RuntimeErrors without C++ backtraces.
+template <typename F>
+auto python_errors(F&& f) -> decltype(f()) {
   try {
-    aten::flush_all(reason);
+    return f();
   } catch (const c10::Error& e) {
     throw std::runtime_error(e.what_without_backtrace());
+  } catch (const pjrt::Error& e) {
+    throw std::runtime_error(std::string("torch_tpu: ") + e.what());
   }
+}
+
+// Runs every pending fused graph (attributed to `reason`).
+void flush_pending(aten::Cut reason) {
+  python_errors([&] { aten::flush_all(reason); });
 }
 
 void synchronize() {
@@ -103,32 +111,23 @@ PYBIND11_MODULE(_C, m) {
   py::class_<aten::CapturedProgram, std::shared_ptr<aten::CapturedProgram>>(m, "_CapturedProgram")
       .def("run",
            [](const aten::CapturedProgram& program, const std::vector<at::Tensor>& inputs) {
-             try {
-               return program.run(inputs);
-             } catch (const c10::Error& e) {
-               throw std::runtime_error(e.what_without_backtrace());
-             }
+             return runtime::python_errors([&] { return program.run(inputs); });
            })
       .def_property_readonly("num_ops", &aten::CapturedProgram::num_ops)
       .def_property_readonly("mutated_inputs", &aten::CapturedProgram::mutated_inputs);
-  m.def("_begin_capture", [](int device) {
-    try {
-      return aten::begin_capture(device);
-    } catch (const c10::Error& e) {
-      throw std::runtime_error(e.what_without_backtrace());
-    }
-  });
+  m.def("_begin_capture",
+        [](int device) { return runtime::python_errors([&] { return aten::begin_capture(device); }); });
+  // None when the capture was cut (its ops ran or stay pending as fused eager work).
   m.def("_end_capture", [](int device, uint64_t token, const std::vector<at::Tensor>& inputs,
                            const std::vector<at::Tensor>& outputs) {
-    try {
-      return aten::end_capture(device, token, inputs, outputs);
-    } catch (const c10::Error& e) {
-      aten::abandon_capture(device);
-      throw std::runtime_error(e.what_without_backtrace());
-    } catch (const pjrt::Error& e) {
-      aten::abandon_capture(device);
-      throw std::runtime_error(std::string("torch_tpu: ") + e.what());
-    }
+    return runtime::python_errors([&] {
+      try {
+        return aten::end_capture(device, token, inputs, outputs);
+      } catch (...) {
+        aten::abandon_capture(device);
+        throw;
+      }
+    });
   });
   m.def("_abandon_capture", &aten::abandon_capture);
   m.def("_flush", [](const std::string& reason) {
