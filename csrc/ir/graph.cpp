@@ -1,5 +1,6 @@
 #include "ir/graph.h"
 
+#include <cstring>
 #include <stdexcept>
 
 namespace tpu::ir {
@@ -87,13 +88,24 @@ std::vector<Value> Graph::append(const Graph& other, const std::vector<Value>& a
       mapped.push_back(arguments[next_argument++]);
       continue;
     }
-    Node copy{n.op, {}, n.type, n.attrs, n.combiner};
+    Node copy{n.op, {}, n.type, n.attrs, n.combiner, n.loop};
     copy.operands.reserve(n.operands.size());
     for (int o : n.operands) copy.operands.push_back(mapped[o].id);
     nodes_.push_back(std::move(copy));
     mapped.push_back(Value{static_cast<int>(nodes_.size()) - 1});
   }
   return mapped;
+}
+
+std::vector<Value> Graph::add_while(std::vector<Value> init, std::shared_ptr<const LoopRegions> loop) {
+  if (init.empty() || loop->cond->num_outputs() != 1 || loop->body->num_outputs() != init.size() ||
+      loop->cond->num_parameters() != init.size() || loop->body->num_parameters() != init.size())
+    throw std::logic_error("ir: while regions do not match the carried values");
+  Value w = add("stablehlo.while", init, type(init[0]));
+  nodes_[w.id].loop = std::move(loop);
+  std::vector<Value> results;
+  for (size_t k = 0; k < init.size(); ++k) results.push_back(add(kResultOp, {w}, type(init[k]), std::to_string(k)));
+  return results;
 }
 
 std::string Graph::key() const {
@@ -118,6 +130,7 @@ std::string Graph::key() const {
       k += '}';
     }
     if (n.combiner != Combiner::None) k += static_cast<char>('0' + static_cast<int>(n.combiner));
+    if (n.loop) k += "[" + n.loop->cond->key() + "][" + n.loop->body->key() + "]";
     k += ';';
   }
   k += "->";
@@ -152,79 +165,108 @@ const char* comparison_direction(Combiner c) {
   return c == Combiner::LessThan ? "LT" : c == Combiner::GreaterThan ? "GT" : nullptr;
 }
 
-std::string name_of(const std::deque<Node>& nodes, int id, const std::vector<int>& param_index) {
-  if (nodes[id].op == nullptr) return "%arg" + std::to_string(param_index[id]);
-  return "%" + std::to_string(id);
+bool is_result(const Node& n) { return n.op != nullptr && std::strcmp(n.op, kResultOp) == 0; }
+
+std::string type_list(const std::deque<Node>& nodes, const std::vector<int>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ", ";
+    s += nodes[ids[i]].type.mlir();
+  }
+  return s;
 }
 
 }  // namespace
 
-std::string Graph::to_mlir() const {
-  std::vector<int> param_index(nodes_.size(), -1);
-  std::string out = "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
-  out += "  func.func public @main(";
-  int p = 0;
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i].op != nullptr) continue;
-    param_index[i] = p;
-    if (p > 0) out += ", ";
-    out += "%arg" + std::to_string(p) + ": " + nodes_[i].type.mlir();
-    for (auto [parameter, output] : aliases_)
-      if (parameter == p) out += " {tf.aliasing_output = " + std::to_string(output) + " : i32}";
-    ++p;
-  }
-  out += ") -> (";
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    if (i) out += ", ";
-    out += nodes_[outputs_[i]].type.mlir();
-  }
-  out += ") {\n";
+void Graph::emit_body(std::string& out, const std::string& prefix, const std::vector<std::string>& parameter_names,
+                      const char* terminator, const std::string& indent) const {
+  std::vector<std::string> names(nodes_.size());
+  size_t next_parameter = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
-    if (n.op == nullptr) continue;
-    out += "    %" + std::to_string(i) + " = \"" + n.op + "\"(";
+    if (n.op == nullptr) {
+      names[i] = parameter_names[next_parameter++];
+      continue;
+    }
+    if (is_result(n)) {
+      names[i] = names[n.operands[0]] + "#" + n.attrs;
+      continue;
+    }
+    names[i] = "%" + prefix + std::to_string(i);
+    out += indent + names[i];
+    if (n.loop) out += ":" + std::to_string(n.operands.size());
+    out += std::string(" = \"") + n.op + "\"(";
     for (size_t j = 0; j < n.operands.size(); ++j) {
       if (j) out += ", ";
-      out += name_of(nodes_, n.operands[j], param_index);
+      out += names[n.operands[j]];
     }
     out += ")";
+    if (n.loop) {
+      // Regions name their values after the loop, so nested names never clash.
+      std::string types = type_list(nodes_, n.operands);
+      auto region = [&](const Graph& r, const std::string& tag) {
+        std::string p = prefix + "w" + std::to_string(i) + tag;
+        std::vector<std::string> args;
+        out += indent + "^bb0(";
+        for (size_t a = 0; a < n.operands.size(); ++a) {
+          args.push_back("%" + p + "a" + std::to_string(a));
+          out += (a ? ", " : "") + args.back() + ": " + nodes_[n.operands[a]].type.mlir();
+        }
+        out += "):\n";
+        r.emit_body(out, p + "_", args, "stablehlo.return", indent + "  ");
+      };
+      out += " ({\n";
+      region(*n.loop->cond, "c");
+      out += indent + "}, {\n";
+      region(*n.loop->body, "b");
+      out += indent + "}) : (" + types + ") -> (" + types + ")\n";
+      continue;
+    }
     if (n.combiner != Combiner::None) {
       // Region over scalars of the first operand's element type.
       std::string scalar = Type{nodes_[n.operands[0]].type.dtype, {}}.mlir();
-      out += " ({\n    ^bb0(%lhs: " + scalar + ", %rhs: " + scalar + "):\n";
+      out += " ({\n" + indent + "^bb0(%lhs: " + scalar + ", %rhs: " + scalar + "):\n";
       if (n.combiner == Combiner::Replace) {
-        out += "      \"stablehlo.return\"(%rhs) : (" + scalar + ") -> ()\n";
+        out += indent + "  \"stablehlo.return\"(%rhs) : (" + scalar + ") -> ()\n";
       } else if (const char* direction = comparison_direction(n.combiner)) {
-        out += std::string("      %r = \"stablehlo.compare\"(%lhs, %rhs) {comparison_direction = "
-                           "#stablehlo<comparison_direction ") + direction + ">} : (" + scalar + ", " + scalar +
+        out += indent + "  %r = \"stablehlo.compare\"(%lhs, %rhs) {comparison_direction = "
+               "#stablehlo<comparison_direction " + direction + ">} : (" + scalar + ", " + scalar +
                ") -> tensor<i1>\n";
-        out += "      \"stablehlo.return\"(%r) : (tensor<i1>) -> ()\n";
+        out += indent + "  \"stablehlo.return\"(%r) : (tensor<i1>) -> ()\n";
       } else {
-        out += std::string("      %r = \"") + combiner_op(n.combiner) + "\"(%lhs, %rhs) : (" + scalar +
-               ", " + scalar + ") -> " + scalar + "\n";
-        out += "      \"stablehlo.return\"(%r) : (" + scalar + ") -> ()\n";
+        out += indent + "  %r = \"" + combiner_op(n.combiner) + "\"(%lhs, %rhs) : (" + scalar + ", " + scalar +
+               ") -> " + scalar + "\n";
+        out += indent + "  \"stablehlo.return\"(%r) : (" + scalar + ") -> ()\n";
       }
-      out += "    })";
+      out += indent + "})";
     }
     if (!n.attrs.empty()) out += " {" + n.attrs + "}";
-    out += " : (";
-    for (size_t j = 0; j < n.operands.size(); ++j) {
-      if (j) out += ", ";
-      out += nodes_[n.operands[j]].type.mlir();
-    }
-    out += ") -> " + n.type.mlir() + "\n";
+    out += " : (" + type_list(nodes_, n.operands) + ") -> " + n.type.mlir() + "\n";
   }
-  out += "    \"func.return\"(";
+  out += indent + "\"" + terminator + "\"(";
   for (size_t i = 0; i < outputs_.size(); ++i) {
     if (i) out += ", ";
-    out += name_of(nodes_, outputs_[i], param_index);
+    out += names[outputs_[i]];
   }
-  out += ") : (";
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    if (i) out += ", ";
-    out += nodes_[outputs_[i]].type.mlir();
+  out += ") : (" + type_list(nodes_, outputs_) + ") -> ()\n";
+}
+
+std::string Graph::to_mlir() const {
+  std::string out = "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
+  out += "  func.func public @main(";
+  std::vector<std::string> parameter_names;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].op != nullptr) continue;
+    int p = static_cast<int>(parameter_names.size());
+    parameter_names.push_back("%arg" + std::to_string(p));
+    if (p > 0) out += ", ";
+    out += parameter_names.back() + ": " + nodes_[i].type.mlir();
+    for (auto [parameter, output] : aliases_)
+      if (parameter == p) out += " {tf.aliasing_output = " + std::to_string(output) + " : i32}";
   }
-  out += ") -> ()\n  }\n}\n";
+  out += ") -> (" + type_list(nodes_, outputs_) + ") {\n";
+  emit_body(out, "", parameter_names, "func.return", "    ");
+  out += "  }\n}\n";
   return out;
 }
 

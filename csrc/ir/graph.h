@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,12 +39,26 @@ struct Value {
 // GreaterThan are sort comparators (the region returns lhs < rhs / lhs > rhs).
 enum class Combiner : uint8_t { None, Add, Mul, Max, Min, And, Or, Replace, LessThan, GreaterThan };
 
+class Graph;
+
+// The two regions of a stablehlo.while: each a graph whose parameters are the
+// loop-carried values. `cond` has one output (tensor<i1>), `body` one output
+// per carried value. Regions see no outer values: what they need is carried.
+struct LoopRegions {
+  std::shared_ptr<const Graph> cond, body;
+};
+
+// The k-th result of a multi-result node (a while loop) is a node of its own:
+// op kResultOp, one operand (the loop), attrs = k. It emits no line.
+inline constexpr const char* kResultOp = "result";
+
 struct Node {
   const char* op;  // "stablehlo.add"; nullptr for a parameter
   std::vector<int> operands;
   Type type;
   std::string attrs;  // rendered attribute entries, without braces
   Combiner combiner = Combiner::None;
+  std::shared_ptr<const LoopRegions> loop;  // stablehlo.while only
 };
 
 class Graph {
@@ -51,6 +66,9 @@ class Graph {
   Value parameter(Type type);
   Value add(const char* op, std::vector<Value> operands, Type type,
             std::string attrs = {}, Combiner combiner = Combiner::None);
+  // A stablehlo.while over `init` (see LoopRegions); returns its results,
+  // one per carried value. ir::while_loop (ops.h) builds the regions.
+  std::vector<Value> add_while(std::vector<Value> init, std::shared_ptr<const LoopRegions> loop);
   void add_output(Value v) { outputs_.push_back(v.id); }
   // Appends every node of `other`; its k-th parameter becomes `arguments[k]`
   // of this graph. Returns the new value of each node of `other` (by id).
@@ -72,6 +90,11 @@ class Graph {
   std::string to_mlir() const;
 
  private:
+  // Emits the nodes and the terminator; parameters are named by `parameter_names`,
+  // other values "%<prefix><id>" (regions get prefixes of their own).
+  void emit_body(std::string& out, const std::string& prefix, const std::vector<std::string>& parameter_names,
+                 const char* terminator, const std::string& indent) const;
+
   // A deque: references returned by type() stay valid while nodes are added.
   std::deque<Node> nodes_;
   std::vector<int> outputs_;

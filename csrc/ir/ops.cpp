@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 namespace tpu::ir {
@@ -282,6 +283,45 @@ Value gather_1d(Graph& g, Value x, Value indices) {
 
 Value scatter_1d(Graph& g, Value x, Value indices, Value updates) {
   return scatter_1d_combine(g, x, indices, updates, Combiner::Replace);
+}
+
+std::vector<Value> while_loop(Graph& g, const std::vector<Value>& init, const LoopCond& cond, const LoopBody& body) {
+  auto region = [&](auto&& build) {
+    auto r = std::make_shared<Graph>();
+    std::vector<Value> carried;
+    for (Value v : init) carried.push_back(r->parameter(g.type(v)));
+    build(*r, carried);
+    return r;
+  };
+  auto loop = std::make_shared<LoopRegions>();
+  loop->cond = region([&](Graph& r, const std::vector<Value>& carried) { r.add_output(cond(r, carried)); });
+  loop->body = region([&](Graph& r, const std::vector<Value>& carried) {
+    std::vector<Value> next = body(r, carried);
+    if (next.size() != carried.size()) throw std::logic_error("ir: a loop body must return every carried value");
+    for (size_t k = 0; k < next.size(); ++k) {
+      if (!(r.type(next[k]) == r.type(carried[k])))
+        throw std::logic_error("ir: a loop body changed the type of carried value " + std::to_string(k));
+      r.add_output(next[k]);
+    }
+  });
+  return g.add_while(init, std::move(loop));
+}
+
+std::vector<Value> fori_loop(Graph& g, int64_t trip_count, const std::vector<Value>& init, const ForBody& body) {
+  std::vector<Value> carried{constant_int(g, DType::S64, 0)};
+  carried.insert(carried.end(), init.begin(), init.end());
+  auto results = while_loop(
+      g, carried,
+      [&](Graph& r, const std::vector<Value>& c) {
+        return compare(r, c[0], constant_int(r, DType::S64, trip_count), Compare::LT);
+      },
+      [&](Graph& r, const std::vector<Value>& c) {
+        std::vector<Value> next{binary(r, "stablehlo.add", c[0], constant_int(r, DType::S64, 1))};
+        std::vector<Value> rest = body(r, c[0], std::vector<Value>(c.begin() + 1, c.end()));
+        next.insert(next.end(), rest.begin(), rest.end());
+        return next;
+      });
+  return std::vector<Value>(results.begin() + 1, results.end());
 }
 
 // ---- conv builders

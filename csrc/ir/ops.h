@@ -2,6 +2,7 @@
 // computes its result type and renders its attributes in one place.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,14 @@ Value reduce(Graph& g, Value x, Value init, const Dims& dims, Combiner combiner)
 Value sort(Graph& g, Value x, int64_t dimension, Combiner comparator);
 Value dot_general(Graph& g, Value a, Value b, const Dims& batch_a, const Dims& batch_b,
                   const Dims& contract_a, const Dims& contract_b, DType result_dtype);
+// Loops (stablehlo.while). The regions see only the carried values: a value
+// from outside the loop is used inside by carrying it unchanged.
+using LoopCond = std::function<Value(Graph&, const std::vector<Value>& carried)>;  // -> tensor<i1>
+using LoopBody = std::function<std::vector<Value>(Graph&, const std::vector<Value>& carried)>;
+std::vector<Value> while_loop(Graph& g, const std::vector<Value>& init, const LoopCond& cond, const LoopBody& body);
+// for i in [0, trip_count): carried = body(i, carried), with i an s64 scalar.
+using ForBody = std::function<std::vector<Value>(Graph&, Value i, const std::vector<Value>& carried)>;
+std::vector<Value> fori_loop(Graph& g, int64_t trip_count, const std::vector<Value>& init, const ForBody& body);
 // out[i...] = x[indices[i...]] for a rank-1 x and an integer index tensor.
 Value gather_1d(Graph& g, Value x, Value indices);
 // x[indices[i...]] = updates[i...] (rank-1 x; a later duplicate index wins).

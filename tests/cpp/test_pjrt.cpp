@@ -534,6 +534,57 @@ void op_reduce() {
   CHECK_EQ(download<int64_t>(*out[4]), (std::vector<int64_t>{-30000000}));
 }
 
+void op_while_loop() {
+  // Sum of 0..9 and a running product over a vector, carried together; and a
+  // reduce inside a nested loop, so region names must not clash.
+  Graph g;
+  Value x = param(g, DType::F32, {3});
+  auto out = ir::fori_loop(g, 10, {ir::constant(g, DType::F32, 0), x},
+                           [](Graph& r, Value i, const std::vector<Value>& c) {
+                             Value fi = ir::convert(r, i, DType::F32);
+                             Value two = ir::full(r, DType::F32, 2.0, {3});
+                             return std::vector<Value>{ir::binary(r, "stablehlo.add", c[0], fi),
+                                                       ir::binary(r, "stablehlo.multiply", c[1], two)};
+                           });
+  g.add_output(out[0]);
+  g.add_output(out[1]);
+  auto nested = ir::fori_loop(g, 3, {ir::constant(g, DType::F32, 0), x},
+                              [](Graph& r, Value, const std::vector<Value>& c) {
+                                auto inner = ir::fori_loop(r, 2, {c[0], c[1]},
+                                                           [](Graph& q, Value, const std::vector<Value>& d) {
+                                                             Value s = ir::reduce(q, d[1], ir::constant(q, DType::F32, 0),
+                                                                                  {0}, ir::Combiner::Add);
+                                                             return std::vector<Value>{
+                                                                 ir::binary(q, "stablehlo.add", d[0], s), d[1]};
+                                                           });
+                                return inner;
+                              });
+  g.add_output(nested[0]);
+  // while_loop with a data-dependent trip count: halve until below 1.
+  auto halved = ir::while_loop(
+      g, {ir::constant(g, DType::F32, 100)},
+      [](Graph& r, const std::vector<Value>& c) {
+        return ir::compare(r, c[0], ir::constant(r, DType::F32, 1), ir::Compare::GE);
+      },
+      [](Graph& r, const std::vector<Value>& c) {
+        return std::vector<Value>{ir::binary(r, "stablehlo.multiply", c[0], ir::constant(r, DType::F32, 0.5))};
+      });
+  g.add_output(halved[0]);
+  auto bx = upload(std::vector<float>{1, -2, 0.5}, DType::F32, {3});
+  auto res = run(g, {bx.get()});
+  CHECK_CLOSE(download<float>(*res[0]), {45});
+  CHECK_CLOSE(download<float>(*res[1]), {1024, -2048, 512});
+  CHECK_CLOSE(download<float>(*res[2]), {-3});  // 3 * 2 * (1 - 2 + 0.5)
+  CHECK_CLOSE(download<float>(*res[3]), {0.78125});
+  // Structural keys see the regions: a different trip count is another program.
+  Graph a, b;
+  Value xa = param(a, DType::F32, {}), xb = param(b, DType::F32, {});
+  auto body = [](Graph& r, Value, const std::vector<Value>& c) { return c; };
+  a.add_output(ir::fori_loop(a, 2, {xa}, body)[0]);
+  b.add_output(ir::fori_loop(b, 3, {xb}, body)[0]);
+  CHECK(a.key() != b.key());
+}
+
 void op_dot_general() {
   Graph g;
   Value a = param(g, DType::F32, {2, 3});
@@ -1027,6 +1078,7 @@ const Case kCases[] = {
     {"op_broadcast_in_dim", op_broadcast_in_dim, true},
     {"op_elementwise", op_elementwise, true},
     {"op_reduce", op_reduce, true},
+    {"op_while_loop", op_while_loop, true},
     {"op_dot_general", op_dot_general, true},
     {"op_transpose", op_transpose, true},
     {"op_slice", op_slice, true},
