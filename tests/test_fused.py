@@ -132,7 +132,7 @@ def test_cut_reasons(fused, allow_fallback):
     a = torch.randn(4, 4, device="tpu") + 1
     torch.tpu.synchronize()
     b = a * 2
-    torch.linalg.qr(b)  # no lowering: runs on the CPU, reading b cuts the graph
+    torch.linalg.ldl_factor(b)  # no lowering: runs on the CPU, reading b cuts the graph
     c = b - 1
     torch_tpu.set_eager_mode("strict")  # switching mode runs what is pending
     torch_tpu.set_eager_mode("fused")
@@ -182,6 +182,19 @@ def test_errors_in_an_op_leave_the_pending_graph_usable(fused):
     with pytest.raises(RuntimeError, match="size"):
         torch.ones(4, device="tpu") + torch.ones(5, device="tpu")
     assert a.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_optimizer_step_launches_the_pending_graph(fused):
+    # Each iteration then starts on an empty graph: the same segments (and
+    # cached programs) every step, and the update runs while the host goes on.
+    model = torch.nn.Linear(8, 4).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    before = torch_tpu.metrics()["fused_cuts"].get("optimizer_step", 0)
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.randn(2, 8, device="tpu")).square().sum().backward()
+        opt.step()
+    assert torch_tpu.metrics()["fused_cuts"].get("optimizer_step", 0) - before == 3
 
 
 def test_in_place_update_donates_the_old_buffer():

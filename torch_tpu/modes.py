@@ -10,10 +10,10 @@
   pending graph per device instead of running; the graph runs as one XLA
   program when data is read (``.item()``, ``.cpu()``, printing, Python control
   flow on a tensor), when an op falls back to the CPU, at
-  ``torch.tpu.synchronize()`` / ``torch_tpu.sync()``, at a mode switch, or past
-  ``TORCH_TPU_FUSED_MAX_OPS`` ops (default 4096). Only tensors still alive get
-  buffers, so dead intermediates never take device memory. Errors surface at
-  the cut, naming the ops of the graph; debug mode finds the op.
+  ``torch.tpu.synchronize()`` / ``torch_tpu.sync()``, at a mode switch, after
+  ``optimizer.step()``, or every ``TORCH_TPU_FUSED_MAX_OPS`` ops. Only tensors
+  still alive get buffers, so dead intermediates never take device memory.
+  Errors surface at the cut, naming the ops of the graph; debug mode finds the op.
 """
 import contextlib
 import os
@@ -75,7 +75,22 @@ def _user_location():
     return "during the backward pass (autograd engine thread)"
 
 
+def _flush_after_optimizer_step(optimizer, args, kwargs):
+    """An optimizer step ends a training iteration. Launching the pending graph
+    there lets the device run the update while the host records the next
+    iteration, and starts every iteration on an empty graph, so segment
+    boundaries (and so the cached programs) repeat from one step to the next."""
+    import torch
+
+    if torch.compiler.is_compiling() or _C._get_eager_mode() != "fused":
+        return
+    _C._flush("optimizer_step")
+
+
 def _init_from_environment():
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(_flush_after_optimizer_step)
     _C._set_location_provider(_user_location)
     requested = os.environ.get(ENV, "").strip()
     if requested:

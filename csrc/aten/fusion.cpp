@@ -152,6 +152,7 @@ const char* cut_name(Cut reason) {
     case Cut::Sync: return "sync";
     case Cut::SizeLimit: return "size_limit";
     case Cut::ModeSwitch: return "mode_switch";
+    case Cut::OptimizerStep: return "optimizer_step";
   }
   return "?";
 }

@@ -15,7 +15,7 @@
 namespace tpu::aten {
 
 // Why a pending graph was run.
-enum class Cut : uint8_t { DataRead, Fallback, Sync, SizeLimit, ModeSwitch };
+enum class Cut : uint8_t { DataRead, Fallback, Sync, SizeLimit, ModeSwitch, OptimizerStep };
 const char* cut_name(Cut reason);
 
 bool fused_mode();

@@ -45,6 +45,12 @@ struct CountedBuffer {
   }
 };
 
+// A donated buffer is an empty handle: its launch is covered by the launch it was donated to.
+bool awaitable(const BufferRef& b) {
+  auto* counted = std::get_deleter<CountedBuffer>(b);
+  return counted == nullptr || !counted->donated;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -235,7 +241,9 @@ std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Gr
   auto outputs = exe.execute(device(device_index), raw);
   metrics().add("executions");
   metrics().add("execute_seconds", seconds_since(t0));
+  DonatedUntilDone donated;
   for (auto [parameter, output] : graph.aliases()) {
+    donated.buffers.push_back(args[parameter]);
     auto* counted = std::get_deleter<CountedBuffer>(args[parameter]);
     if (counted == nullptr || counted->donated) continue;
     counted->donated = true;
@@ -249,6 +257,11 @@ std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Gr
     result.push_back(track(std::move(outputs[i]), graph.type(ir::Value{order[i]}), device_index));
   if (!result.empty()) {
     std::lock_guard<std::mutex> lock(pending_mutex_);
+    release_finished_donations();
+    if (!donated.buffers.empty()) {
+      donated.done = result.front()->ready_event();
+      donated_.push_back(std::move(donated));
+    }
     if (pending_.size() >= 4096) {  // forget outputs that nobody can observe any more
       std::vector<std::weak_ptr<pjrt::Buffer>> live;
       for (auto& w : pending_)
@@ -282,24 +295,32 @@ std::shared_ptr<Marker> Runtime::mark() {
 
 bool Marker::ready() const {
   for (auto& w : outputs)
-    if (BufferRef b = w.lock())
+    if (BufferRef b = w.lock(); b && awaitable(b))
       if (!b->ready_event()->is_ready()) return false;
   return true;
 }
 
 void Marker::wait() const {
   for (auto& w : outputs)
-    if (BufferRef b = w.lock()) b->ready_event()->await();
+    if (BufferRef b = w.lock(); b && awaitable(b)) b->ready_event()->await();
+}
+
+void Runtime::release_finished_donations() {
+  // Launches finish in order: stop at the first one still running.
+  while (!donated_.empty() && donated_.front().done->is_ready()) donated_.pop_front();
 }
 
 void Runtime::synchronize() {
   std::vector<std::weak_ptr<pjrt::Buffer>> pending;
+  std::deque<DonatedUntilDone> donated;
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     pending.swap(pending_);
+    donated.swap(donated_);
   }
   for (auto& w : pending)
-    if (BufferRef b = w.lock()) b->ready_event()->await();
+    if (BufferRef b = w.lock(); b && awaitable(b)) b->ready_event()->await();
+  for (auto& d : donated) d.done->await();
 }
 
 }  // namespace tpu::engine

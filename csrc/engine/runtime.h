@@ -2,6 +2,7 @@
 // program execution. Knows IR and PJRT, nothing of torch.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -91,6 +92,15 @@ class Runtime {
   std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> cache_;
   std::mutex pending_mutex_;
   std::vector<std::weak_ptr<pjrt::Buffer>> pending_;  // outputs of launches not yet synchronized
+  // Buffers donated to a launch, kept until it finishes: the plugin holds a
+  // donation until the execution ends, and destroying the donated handle
+  // earlier would block the host until then (on every in-place update).
+  struct DonatedUntilDone {
+    std::vector<BufferRef> buffers;
+    std::unique_ptr<pjrt::Event> done;
+  };
+  std::deque<DonatedUntilDone> donated_;  // in launch order; guarded by pending_mutex_
+  void release_finished_donations();  // requires pending_mutex_
 };
 
 }  // namespace tpu::engine

@@ -132,7 +132,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_abandon_capture", &aten::abandon_capture);
   m.def("_flush", [](const std::string& reason) {
     py::gil_scoped_release release;
-    runtime::flush_pending(reason == "sync" ? aten::Cut::Sync : aten::Cut::DataRead);
+    runtime::flush_pending(reason == "sync"             ? aten::Cut::Sync
+                           : reason == "optimizer_step" ? aten::Cut::OptimizerStep
+                                                        : aten::Cut::DataRead);
   });
   m.def("_set_plugin_path", &engine::Runtime::set_plugin_path, py::arg("path"), py::arg("selected_by"));
   m.def("_is_initialized", &engine::Runtime::initialized);
