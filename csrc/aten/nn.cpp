@@ -2,6 +2,7 @@
 // and backward. The math is in lowering/nn.*; this file is ATen's contract
 // (shapes, dtypes, checks, optional tensors, out= variants, running stats).
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/result_type.h>
@@ -1187,6 +1188,71 @@ at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad, con
   return r;
 }
 
+// ------------------------------------------------------------ batch norm with update, embedding renorm
+
+using Tensor4 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// The reserve tensor is cuDNN's workspace; other backends return an empty byte tensor.
+at::Tensor empty_reserve(const at::Tensor& input) { return at::empty({0}, input.options().dtype(c10::kByte)); }
+
+Tensor4 batch_norm_with_update(const at::Tensor& input, const OptTensor& weight, const OptTensor& bias,
+                               at::Tensor& running_mean, at::Tensor& running_var, double momentum, double eps) {
+  auto [o, sm, si] = batch_norm_op("_batch_norm_with_update", input, weight, bias, running_mean, running_var, true,
+                                   momentum, eps, nullptr, nullptr, nullptr);
+  return {o, sm, si, empty_reserve(input)};
+}
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> batch_norm_with_update_out(
+    const at::Tensor& input, const OptTensor& weight, const OptTensor& bias, at::Tensor& running_mean,
+    at::Tensor& running_var, double momentum, double eps, at::Tensor& out, at::Tensor& save_mean,
+    at::Tensor& save_invstd, at::Tensor& reserve) {
+  batch_norm_op("_batch_norm_with_update.out", input, weight, bias, running_mean, running_var, true, momentum, eps,
+                &out, &save_mean, &save_invstd);
+  reserve.resize_({0});
+  return {out, save_mean, save_invstd, reserve};
+}
+
+// Evaluation with the running statistics. ATen's composite kernel calls the
+// CPU batch norm directly, so every backend registers its own.
+Tensor4 batch_norm_no_update(const at::Tensor& input, const OptTensor& weight, const OptTensor& bias,
+                             const OptTensor& running_mean, const OptTensor& running_var, double momentum,
+                             double eps) {
+  auto [o, sm, si] = batch_norm_op("_batch_norm_no_update", input, weight, bias, running_mean, running_var, false,
+                                   momentum, eps, nullptr, nullptr, nullptr);
+  return {o, sm, si, empty_reserve(input)};
+}
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> batch_norm_no_update_out(
+    const at::Tensor& input, const OptTensor& weight, const OptTensor& bias, const OptTensor& running_mean,
+    const OptTensor& running_var, double momentum, double eps, at::Tensor& out, at::Tensor& save_mean,
+    at::Tensor& save_invstd, at::Tensor& reserve) {
+  batch_norm_op("_batch_norm_no_update.out", input, weight, bias, running_mean, running_var, false, momentum, eps,
+                &out, &save_mean, &save_invstd);
+  reserve.resize_({0});
+  return {out, save_mean, save_invstd, reserve};
+}
+
+// The backward of the two above: `update` says whether the batch statistics were used.
+Tensor3 batch_norm_backward_new(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
+                                const OptTensor& running_mean, const OptTensor& running_var,
+                                const OptTensor& save_mean, const OptTensor& save_var, bool update, double eps,
+                                std::array<bool, 3> mask, const at::Tensor& reserve) {
+  return batch_norm_backward(grad, input, weight, running_mean, running_var, save_mean, save_var, update, eps, mask);
+}
+
+at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type) {
+  at::TensorArg self_arg(self, "self", 1), indices_arg(indices, "indices", 2);
+  at::checkDim("embedding_renorm_", self_arg, 2);
+  at::checkScalarTypes("embedding_renorm_", indices_arg, {c10::kLong, c10::kInt});
+  if (indices.numel() == 0 || self.numel() == 0) return self;
+  c10::DeviceGuard guard(self.device());
+  Program p("embedding_renorm_", self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value idx = ir::convert(g, ir::reshape(g, p.read(indices), {indices.numel()}), ir::DType::S64);
+  ir::DType acc = lowering::accumulate_dtype(ir_of(self.scalar_type()));
+  p.write(self, lowering::embedding_renorm(g, p.read(self), idx, p.scalar(max_norm, acc), norm_type));
+  p.run();
+  return self;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -1272,6 +1338,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_embedding_bag_dense_backward", embedding_bag_dense_backward);
   m.impl("_embedding_bag_backward", embedding_bag_backward);
   m.impl("_embedding_bag_per_sample_weights_backward", embedding_bag_per_sample_weights_backward);
+  m.impl("_batch_norm_with_update", batch_norm_with_update);
+  m.impl("_batch_norm_with_update.out", batch_norm_with_update_out);
+  m.impl("_batch_norm_no_update", batch_norm_no_update);
+  m.impl("_batch_norm_no_update.out", batch_norm_no_update_out);
+  m.impl("batch_norm_backward", batch_norm_backward_new);
+  m.impl("embedding_renorm_", embedding_renorm_);
 }
 
 }  // namespace tpu::aten

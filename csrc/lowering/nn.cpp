@@ -741,4 +741,19 @@ Value embedding_bag_per_sample_weights_backward(ir::Graph& g, Value grad, Value 
   return ir::convert(g, ir::select(g, keep, dot, ir::full(g, acc, 0, {l})), result);
 }
 
+Value embedding_renorm(ir::Graph& g, Value weight, Value indices, Value max_norm, double norm_type) {
+  DType dtype = g.type(weight).dtype;
+  DType acc = accumulate_dtype(dtype);
+  int64_t n = g.type(indices).shape.at(0);
+  // Only the named rows are read and written back: duplicates compute the
+  // same scaled row from the same old one, so whichever write wins is right.
+  Value rows = ir::convert(g, ir::gather_rows(g, weight, indices), acc);  // [n, D]
+  Value norm = vector_norm(g, rows, norm_type, {1}, false, acc);         // [n]
+  Value limit = ir::broadcast_in_dim(g, max_norm, {n}, {});
+  Value scale = div(g, limit, add(g, norm, ir::full(g, acc, 1e-7, {n})));
+  scale = ir::select(g, ir::compare(g, norm, limit, ir::Compare::GT), scale, ir::full(g, acc, 1, {n}));
+  Value scaled = mul(g, rows, ir::broadcast_in_dim(g, scale, g.type(rows).shape, {0}));
+  return ir::scatter_rows(g, weight, indices, ir::convert(g, scaled, dtype), ir::Combiner::Replace);
+}
+
 }  // namespace tpu::lowering

@@ -154,4 +154,10 @@ ir::Value embedding_bag_per_sample_weights_backward(ir::Graph& g, ir::Value grad
                                                     ir::Value indices, ir::Value offset2bag, int64_t padding_idx,
                                                     ir::DType result);
 
+// embedding_renorm_: the rows of weight [V, D] named by `indices` (rank 1,
+// s64, in range) whose p-norm exceeds max_norm are scaled by
+// max_norm / (norm + 1e-7); returns the whole new weight. `max_norm` is a
+// scalar of the accumulation dtype.
+ir::Value embedding_renorm(ir::Graph& g, ir::Value weight, ir::Value indices, ir::Value max_norm, double norm_type);
+
 }  // namespace tpu::lowering
