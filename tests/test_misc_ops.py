@@ -337,3 +337,34 @@ def test_segment_reduce_errors():
         torch.segment_reduce(d, "foo", lengths=torch.tensor([7], device="tpu"))
     with pytest.raises(RuntimeError, match="last dimension of lengths"):
         torch.segment_reduce(torch.ones(2, 6, device="tpu"), "sum", lengths=torch.tensor([6], device="tpu"), axis=1)
+
+
+# ------------------------------------------------------------ igamma, igammac
+
+@pytest.mark.parametrize("fn", [torch.igamma, torch.igammac], ids=lambda f: f.__name__)
+def test_igamma(fn):
+    a, x = make((300,), low=1e-3, high=9), make((300,), seed=1, low=1e-3, high=9)
+    check(fn, a, x)
+    check(fn, a.double(), x.double())
+    check(fn, a.bfloat16(), x.bfloat16())
+    check(fn, make((4, 1), low=0.1, high=5), make((3,), seed=2, low=0.1, high=5))  # broadcasting
+    # Every region of ATen's algorithm, including large a near x (Temme's region on CPU).
+    grid_a = torch.tensor([0.01, 0.5, 1, 2, 10, 30, 100, 250, 1000.0])
+    grid_x = torch.tensor([1e-4, 0.3, 0.6, 1.05, 1.2, 5, 25, 90, 110, 260, 1100, 3000.0])
+    check(fn, grid_a[:, None].expand(9, 12).contiguous(), grid_x.expand(9, 12).contiguous(), atol=1e-5, rtol=1e-4)
+    # Boundary values: a or x zero, negative, infinite, NaN.
+    sa = torch.tensor([0.0, 1, -1, math.inf, math.nan, 2, 0, math.inf, 3])
+    sx = torch.tensor([1.0, 0, 1, 2, 1, math.inf, 0, math.inf, -2])
+    check(fn, sa, sx)
+    # out= and in-place; integers are rejected as on CPU.
+    out = torch.empty(0, device="tpu")
+    fn(a.to("tpu"), x.to("tpu"), out=out)
+    assert_close(out.cpu(), fn(a, x))
+    t = a.to("tpu")
+    getattr(t, fn.__name__ + "_")(x.to("tpu"))
+    assert_close(t.cpu(), fn(a, x))
+    with pytest.raises(NotImplementedError):
+        fn(torch.ones(2, dtype=torch.int64, device="tpu"), torch.ones(2, dtype=torch.int64, device="tpu"))
+    # The gradient with respect to x (ATen's formula, a composite).
+    check_grads(lambda x: fn(a.to(x.device), x), x)
+
