@@ -95,6 +95,13 @@ struct Igamma {
   Value a, x;
   int64_t n, k = kIgammaTerms;
   ir::DType dt;
+  Value lgamma_a, fac_value;  // shared by the methods (lgamma is a large expansion)
+
+  void init() {
+    lgamma_a = lgamma(m.g, a);
+    fac_value = m.exp(log_fac());
+    series_products();
+  }
 
   Value wide(Value v) { return ir::broadcast_in_dim(m.g, v, {n, k}, {0}); }
   Value term_index() { return ir::convert(m.g, ir::iota(m.g, ir::DType::S64, {n, k}, 1), dt); }  // 0 .. k-1
@@ -104,7 +111,7 @@ struct Igamma {
   // log(x^a e^-x / Gamma(a)); near x = a (large a) through Stirling's series
   // so that a log x - x and lgamma(a) do not cancel (ATen's Lanczos form there).
   Value log_fac() {
-    Value direct = m.sub(m.sub(m.mul(a, m.log(x)), x), lgamma(m.g, a));
+    Value direct = m.sub(m.sub(m.mul(a, m.log(x)), x), lgamma_a);
     Value t = m.div(m.sub(x, a), a);
     Value log1pmx = m.sub(m.log1p(t), t);
     Value inv = m.div(m.c(a, 1.0), a), inv2 = m.mul(inv, inv);
@@ -116,24 +123,33 @@ struct Igamma {
     Value near = m.and_(m.ge(a, 10.0), m.le(m.abs(m.sub(a, x)), m.mul(m.c(a, 0.4), a)));
     return m.sel(near, stirling, direct);
   }
-  Value fac() { return m.exp(log_fac()); }
+  Value fac() { return fac_value; }
+
+  // The running products of both series' factors, computed by one scan:
+  // x / (a + j) (the P series) and -x / j (the Q series), j = 1 .. k.
+  Value p_products, q_products;
+  void series_products() {
+    Value j = m.add(term_index(), m.c(wide(a), 1.0));
+    Value both = ir::concatenate(m.g, {m.div(wide(x), m.add(wide(a), j)), m.div(m.neg(wide(x)), j)}, 0);
+    both = prefix_products(both);
+    p_products = ir::slice(m.g, both, {0, 0}, {n, k});
+    q_products = ir::slice(m.g, both, {n, 0}, {2 * n, k});
+  }
 
   // P by the power series (DLMF 8.11.4): fac / a * sum_j prod_{i<=j} x / (a + i).
   Value p_series() {
-    Value i = m.add(term_index(), m.c(wide(a), 1.0));  // 1 .. k
-    Value ratios = m.div(wide(x), m.add(wide(a), i));
-    Value total = m.add(sum_terms(prefix_products(ratios)), m.c(a, 1.0));
+    Value total = m.add(sum_terms(p_products), m.c(a, 1.0));
     return m.div(m.mul(total, fac()), a);
   }
 
   // Q by the small-x series (DLMF 8.7.3), as ATen's _igamc_helper_series.
   Value q_series() {
     Value j = m.add(term_index(), m.c(wide(a), 1.0));  // 1 .. k
-    Value factors = m.div(m.neg(wide(x)), j);          // prod = (-x)^j / j!
-    Value sum = sum_terms(m.div(prefix_products(factors), m.add(wide(a), j)));
+    Value sum = sum_terms(m.div(q_products, m.add(wide(a), j)));  // (-x)^j / j! / (a + j)
     Value logx = m.log(x);
-    Value head = m.neg(m.un("stablehlo.exponential_minus_one", m.sub(m.mul(a, logx), lgamma(m.g, m.add(a, m.c(a, 1.0))))));
-    return m.sub(head, m.mul(m.exp(m.sub(m.mul(a, logx), lgamma(m.g, a))), sum));
+    // lgamma(1 + a) = lgamma(a) + log(a).
+    Value head = m.neg(m.un("stablehlo.exponential_minus_one", m.sub(m.mul(a, logx), m.add(lgamma_a, m.log(a)))));
+    return m.sub(head, m.mul(m.exp(m.sub(m.mul(a, logx), lgamma_a)), sum));
   }
 
   // Q by Legendre's continued fraction (DLMF 8.9.2), ATen's recurrence
@@ -146,12 +162,15 @@ struct Igamma {
     Value z = m.add(m.sub(m.add(wx, m.c(wx, 2.0)), wa), m.mul(j, m.c(j, 2.0)));
     Value yc = m.mul(m.add(m.sub(m.c(wa, 1.0), wa), j), j);
     Value t00 = z, t01 = m.c(z, 1.0), t10 = m.neg(yc), t11 = m.c(z, 0.0);
-    for (int64_t width = k; width > 1; width /= 2) {
+    // Unscaled, a product of four matrices stays far from overflow, so every other level rescales.
+    for (int64_t width = k, level = 0; width > 1; width /= 2, ++level) {
       auto half = [&](Value v, int64_t start) { return ir::slice(m.g, v, {0, start}, {n, width}, {1, 2}); };
       Value a00 = half(t00, 0), a01 = half(t01, 0), a10 = half(t10, 0), a11 = half(t11, 0);
       Value b00 = half(t00, 1), b01 = half(t01, 1), b10 = half(t10, 1), b11 = half(t11, 1);
       Value c00 = m.add(m.mul(a00, b00), m.mul(a01, b10)), c01 = m.add(m.mul(a00, b01), m.mul(a01, b11));
       Value c10 = m.add(m.mul(a10, b00), m.mul(a11, b10)), c11 = m.add(m.mul(a10, b01), m.mul(a11, b11));
+      t00 = c00, t01 = c01, t10 = c10, t11 = c11;
+      if (level % 2 == 0 && width > 2) continue;
       Value scale = m.max(m.max(m.abs(c00), m.abs(c01)), m.max(m.abs(c10), m.abs(c11)));
       scale = m.sel(m.gt(scale, 0.0), scale, m.c(scale, 1.0));
       t00 = m.div(c00, scale), t01 = m.div(c01, scale), t10 = m.div(c10, scale), t11 = m.div(c11, scale);
@@ -176,7 +195,8 @@ IgammaParts igamma_parts(M& m, Value a, Value x) {
   Value ok = m.and_(m.gt(a, 0.0), m.gt(x, 0.0));
   ok = m.and_(ok, m.and_(m.not_(m.isinf(a)), m.not_(m.isinf(x))));
   Value sa = m.sel(ok, a, m.c(a, 1.0)), sx = m.sel(ok, x, m.c(x, 1.0));
-  Igamma ig{m, ir::reshape(m.g, sa, {n}), ir::reshape(m.g, sx, {n}), n, kIgammaTerms, dt};
+  Igamma ig{m, ir::reshape(m.g, sa, {n}), ir::reshape(m.g, sx, {n}), n, kIgammaTerms, dt, {}, {}, {}, {}};
+  ig.init();
   const ir::Shape shape = m.g.type(a).shape;
   auto back = [&](Value v) { return ir::reshape(m.g, v, shape); };
   Value ps = back(ig.p_series()), qcf = back(ig.q_continued_fraction()), qs = back(ig.q_series());
