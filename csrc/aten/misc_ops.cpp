@@ -10,6 +10,7 @@
 #include <c10/util/Half.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "aten/op_helpers.h"
@@ -413,10 +414,59 @@ at::Tensor& segment_reduce_backward_out(const at::Tensor& grad, const at::Tensor
   return out;
 }
 
+// ------------------------------------------------------------ hash_tensor
+
+// mode 0 (xor_sum): the XOR of the elements' 64-bit patterns (floats as
+// double, integers and bools as int64) over `dim`. The graph has no XOR
+// combiner, so the reduced axis is folded in halves (log2 steps of
+// elementwise XOR, zero-padded to a power of two).
+at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode,
+                            at::Tensor& out) {
+  TORCH_CHECK(mode == 0, "Unknown hash_tensor mode: ", mode);
+  c10::ScalarType t = self.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isComplexType(t) && t != c10::kUInt16 && t != c10::kUInt32 && t != c10::kUInt64,
+                              "\"xor_sum\" not implemented for '", c10::toString(t), "'");
+  if (dim.empty())
+    TORCH_CHECK(self.numel() > 0, "hash_tensor: Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument.");
+  ir::Dims dims = lowering::reduction_dims(std::vector<int64_t>(dim.begin(), dim.end()), self.dim());
+  for (int64_t d : dims)
+    TORCH_CHECK_INDEX(self.size(d) > 0, "hash_tensor: Expected reduction dim ", d, " to have non-zero size.");
+  TORCH_CHECK(!c10::isFloatingType(t) || platform_has_f64(), "hash_tensor of floating tensors needs float64 on tpu");
+  ir::Shape in = to_shape(self.sizes());
+  ir::Shape shape = lowering::reduced_shape(in, dims, keepdim);
+  c10::DeviceGuard guard(self.device());
+  at::native::resize_output(out, c10::IntArrayRef(shape));
+  TORCH_CHECK(out.scalar_type() == c10::kUInt64, "hash_tensor: expected out to have dtype UInt64, but got ",
+              out.scalar_type());
+  if (out.numel() == 0) return out;
+  Program p("hash_tensor.out", self.device().index());
+  ir::Graph& g = p.graph();
+  ir::DType wide = c10::isFloatingType(t) ? ir::DType::F64 : ir::DType::S64;
+  ir::Value x = ir::bitcast_convert(g, ir::convert(g, p.read(self), wide), ir::DType::U64, in);
+  // Kept dims first, reduced ones last: [kept, reduced].
+  ir::Dims perm;
+  int64_t kept = 1, reduced = 1;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) perm.push_back(d), kept *= in[d];
+  for (int64_t d : dims) perm.push_back(d), reduced *= in[d];
+  x = ir::reshape(g, ir::transpose(g, x, perm), {kept, reduced});
+  int64_t width = 1;
+  while (width < reduced) width *= 2;
+  if (width > reduced) x = ir::pad(g, x, ir::constant_int(g, ir::DType::U64, 0), {0, 0}, {0, width - reduced});
+  for (; width > 1; width /= 2)
+    x = ir::binary(g, "stablehlo.xor", ir::slice(g, x, {0, 0}, {kept, width / 2}),
+                   ir::slice(g, x, {0, width / 2}, {kept, width}));
+  p.write(out, ir::reshape(g, x, shape));
+  p.run();
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logspace.out", logspace_out);
+  m.impl("hash_tensor.out", hash_tensor_out);
   m.impl("_cdist_forward", cdist_forward);
   m.impl("_cdist_forward.out", cdist_forward_out);
   m.impl("_cdist_backward", cdist_backward);
