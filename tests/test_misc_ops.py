@@ -392,3 +392,38 @@ def test_hash_tensor():
         torch.hash_tensor(torch.ones(3, device="tpu"), mode=1)
     with pytest.raises(IndexError, match="non-zero size"):
         torch.hash_tensor(torch.zeros(0, 3, device="tpu"), dim=0)
+
+
+# ------------------------------------------------------------ ctc_loss
+
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_ctc_loss(reduction):
+    t, n, c = 12, 4, 6
+    log_probs = make((t, n, c), seed=5).log_softmax(2)
+    targets = make((n, 5), torch.int64, seed=6, low=1, high=c)
+    targets[0, 1] = targets[0, 0]  # a repeated label: no skip between them
+    input_lengths, target_lengths = [12, 10, 7, 12], [5, 3, 0, 4]
+    concat = torch.cat([targets[b, :target_lengths[b]] for b in range(n)])
+    for zero_infinity, (tg, il, tl) in [(False, (targets, input_lengths, target_lengths)),
+                                        (True, (concat, torch.tensor(input_lengths), torch.tensor(target_lengths)))]:
+        fn = lambda lp: F.ctc_loss(lp, to_tpu(tg) if lp.device.type == "tpu" else tg,  # noqa: E731
+                                   to_tpu(il) if lp.device.type == "tpu" else il,
+                                   to_tpu(tl) if lp.device.type == "tpu" else tl,
+                                   reduction=reduction, zero_infinity=zero_infinity)
+        check(fn, log_probs)
+        check_grads(fn, log_probs, atol=1e-5, rtol=1e-4)
+
+
+def test_ctc_loss_infeasible_and_errors():
+    # A target longer than its input: infinite loss (0 with zero_infinity), NaN-free gradients.
+    log_probs = make((3, 2, 5), seed=7).log_softmax(2)
+    targets = torch.tensor([[1, 2, 3, 4], [1, 1, 2, 2]])
+    for zero_infinity in (False, True):
+        fn = lambda lp: F.ctc_loss(lp, to_tpu(targets) if lp.device.type == "tpu" else targets,  # noqa: E731
+                                   [3, 3], [4, 2], reduction="sum", zero_infinity=zero_infinity)
+        check(fn, log_probs)
+        check_grads(fn, log_probs)
+    with pytest.raises(RuntimeError, match="blank must be in label range"):
+        F.ctc_loss(log_probs.to("tpu"), targets.to("tpu"), [3, 3], [4, 2], blank=7)
+    with pytest.raises(RuntimeError, match="input_lengths must be of size batch_size"):
+        torch.ops.aten._ctc_loss(log_probs.to("tpu"), targets.to("tpu"), [3], [4, 2])
