@@ -2,8 +2,11 @@
 // and backward. The math is in lowering/nn.*; this file is ATen's contract
 // (shapes, dtypes, checks, optional tensors, out= variants, running stats).
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/BFloat16.h>
@@ -1187,6 +1190,187 @@ at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad, con
   return r;
 }
 
+// ------------------------------------------------------------ batch norm with update, embedding renorm
+
+using Tensor4 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// The reserve tensor is cuDNN's workspace; other backends return an empty byte tensor.
+at::Tensor empty_reserve(const at::Tensor& input) { return at::empty({0}, input.options().dtype(c10::kByte)); }
+
+Tensor4 batch_norm_with_update(const at::Tensor& input, const OptTensor& weight, const OptTensor& bias,
+                               at::Tensor& running_mean, at::Tensor& running_var, double momentum, double eps) {
+  auto [o, sm, si] = batch_norm_op("_batch_norm_with_update", input, weight, bias, running_mean, running_var, true,
+                                   momentum, eps, nullptr, nullptr, nullptr);
+  return {o, sm, si, empty_reserve(input)};
+}
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> batch_norm_with_update_out(
+    const at::Tensor& input, const OptTensor& weight, const OptTensor& bias, at::Tensor& running_mean,
+    at::Tensor& running_var, double momentum, double eps, at::Tensor& out, at::Tensor& save_mean,
+    at::Tensor& save_invstd, at::Tensor& reserve) {
+  batch_norm_op("_batch_norm_with_update.out", input, weight, bias, running_mean, running_var, true, momentum, eps,
+                &out, &save_mean, &save_invstd);
+  reserve.resize_({0});
+  return {out, save_mean, save_invstd, reserve};
+}
+
+// Evaluation with the running statistics. ATen's composite kernel calls the
+// CPU batch norm directly, so every backend registers its own.
+Tensor4 batch_norm_no_update(const at::Tensor& input, const OptTensor& weight, const OptTensor& bias,
+                             const OptTensor& running_mean, const OptTensor& running_var, double momentum,
+                             double eps) {
+  auto [o, sm, si] = batch_norm_op("_batch_norm_no_update", input, weight, bias, running_mean, running_var, false,
+                                   momentum, eps, nullptr, nullptr, nullptr);
+  return {o, sm, si, empty_reserve(input)};
+}
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> batch_norm_no_update_out(
+    const at::Tensor& input, const OptTensor& weight, const OptTensor& bias, const OptTensor& running_mean,
+    const OptTensor& running_var, double momentum, double eps, at::Tensor& out, at::Tensor& save_mean,
+    at::Tensor& save_invstd, at::Tensor& reserve) {
+  batch_norm_op("_batch_norm_no_update.out", input, weight, bias, running_mean, running_var, false, momentum, eps,
+                &out, &save_mean, &save_invstd);
+  reserve.resize_({0});
+  return {out, save_mean, save_invstd, reserve};
+}
+
+// The backward of the two above: `update` says whether the batch statistics were used.
+Tensor3 batch_norm_backward_new(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
+                                const OptTensor& running_mean, const OptTensor& running_var,
+                                const OptTensor& save_mean, const OptTensor& save_var, bool update, double eps,
+                                std::array<bool, 3> mask, const at::Tensor& reserve) {
+  return batch_norm_backward(grad, input, weight, running_mean, running_var, save_mean, save_var, update, eps, mask);
+}
+
+at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type) {
+  at::TensorArg self_arg(self, "self", 1), indices_arg(indices, "indices", 2);
+  at::checkDim("embedding_renorm_", self_arg, 2);
+  at::checkScalarTypes("embedding_renorm_", indices_arg, {c10::kLong, c10::kInt});
+  if (indices.numel() == 0 || self.numel() == 0) return self;
+  c10::DeviceGuard guard(self.device());
+  Program p("embedding_renorm_", self.device().index());
+  ir::Graph& g = p.graph();
+  ir::Value idx = ir::convert(g, ir::reshape(g, p.read(indices), {indices.numel()}), ir::DType::S64);
+  ir::DType acc = lowering::accumulate_dtype(ir_of(self.scalar_type()));
+  p.write(self, lowering::embedding_renorm(g, p.read(self), idx, p.scalar(max_norm, acc), norm_type));
+  p.run();
+  return self;
+}
+
+// ------------------------------------------------------------ CTC loss
+
+// Checks as ATen's CPU kernel; returns the targets as a [N, max target length]
+// tensor (gathered from concatenated 1-D targets) and the lengths as device tensors.
+struct CtcArgs {
+  at::Tensor targets, input_lengths, target_lengths;
+};
+CtcArgs ctc_args(const at::Tensor& log_probs, const at::Tensor& targets, at::IntArrayRef input_lengths,
+                 at::IntArrayRef target_lengths, int64_t blank) {
+  TORCH_CHECK(log_probs.dim() == 3, "ctc_loss: expected log_probs to be 3-D (T, N, C), but got ", log_probs.dim(),
+              "-D");
+  TORCH_CHECK(at::isFloatingType(log_probs.scalar_type()), "ctc_loss: expected floating log_probs, got ",
+              log_probs.scalar_type());
+  int64_t t = log_probs.size(0), n = log_probs.size(1), c = log_probs.size(2);
+  TORCH_CHECK(blank < c && blank >= 0, "blank must be in label range");
+  TORCH_CHECK(static_cast<int64_t>(input_lengths.size()) == n, "input_lengths must be of size batch_size");
+  TORCH_CHECK(static_cast<int64_t>(target_lengths.size()) == n, "target_lengths must be of size batch_size");
+  int64_t max_target = 0, total = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    TORCH_CHECK(input_lengths[b] >= 0 && input_lengths[b] <= t, "Expected input_lengths to have value at most ", t,
+                ", but got value ", input_lengths[b], " (while checking arguments for ctc_loss_cpu)");
+    TORCH_CHECK(target_lengths[b] >= 0, "Expected target_lengths to be non-negative");
+    max_target = std::max(max_target, target_lengths[b]);
+    total += target_lengths[b];
+  }
+  CtcArgs r;
+  // Lengths are program inputs, not constants: changing lengths do not recompile.
+  auto upload = [&](at::IntArrayRef v) { return at::tensor(v.vec(), at::kLong).to(log_probs.device()); };
+  r.input_lengths = upload(input_lengths);
+  r.target_lengths = upload(target_lengths);
+  if (targets.dim() == 1) {
+    TORCH_CHECK(targets.size(0) >= total, "Expected tensor to have size at least ", total, " at dimension 0, but got "
+                "size ", targets.size(0), " for argument #2 'targets' (while checking arguments for ctc_loss_cpu)");
+    std::vector<int64_t> idx(n * max_target, 0);
+    int64_t offset = 0;
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t j = 0; j < max_target; ++j) idx[b * max_target + j] = offset + std::min(j, std::max<int64_t>(target_lengths[b] - 1, 0));
+      offset += target_lengths[b];
+    }
+    at::Tensor index = at::tensor(idx, at::kLong).to(log_probs.device());
+    r.targets = total == 0 ? at::zeros({n, max_target}, targets.options())
+                           : targets.index_select(0, index).view({n, max_target});
+  } else {
+    TORCH_CHECK(targets.dim() == 2 && targets.size(0) == n, "Expected targets of size [", n, ", *], but got ",
+                targets.sizes());
+    TORCH_CHECK(targets.size(1) >= max_target, "Expected tensor to have size at least ", max_target,
+                " at dimension 1, but got size ", targets.size(1),
+                " for argument #2 'targets' (while checking arguments for ctc_loss_cpu)");
+    r.targets = targets.narrow(1, 0, max_target);
+  }
+  return r;
+}
+
+std::tuple<at::Tensor, at::Tensor> ctc_loss(const at::Tensor& log_probs, const at::Tensor& targets,
+                                            at::IntArrayRef input_lengths, at::IntArrayRef target_lengths,
+                                            int64_t blank, bool zero_infinity) {
+  c10::DeviceGuard guard(log_probs.device());
+  CtcArgs a = ctc_args(log_probs, targets, input_lengths, target_lengths, blank);
+  int64_t t = log_probs.size(0), n = log_probs.size(1);
+  at::Tensor nll = new_tensor(log_probs, {n}, log_probs.scalar_type());
+  at::Tensor la = new_tensor(log_probs, {n, t, 2 * a.targets.size(1) + 1}, log_probs.scalar_type());
+  if (n == 0) return {nll, la};
+  Program p("_ctc_loss", log_probs.device().index());
+  ir::Graph& g = p.graph();
+  ir::DType acc = lowering::accumulate_dtype(ir_of(log_probs.scalar_type()));
+  if (t == 0) {  // no input: zero loss for empty targets, else infinite
+    p.write(nll, ir::select(g, ir::compare(g, p.read(a.target_lengths), ir::full(g, ir::DType::S64, 0, {n}),
+                                           ir::Compare::EQ),
+                            ir::full(g, acc, 0, {n}), ir::full(g, acc, INFINITY, {n})));
+    p.run();
+    return {nll, la};
+  }
+  lowering::CtcForward f = lowering::ctc_loss(g, ir::convert(g, p.read(log_probs), acc), p.read(a.targets),
+                                              p.read(a.input_lengths), p.read(a.target_lengths), blank);
+  p.write(nll, f.nll);
+  p.write(la, f.log_alpha);
+  p.run();
+  return {nll, la};
+}
+
+std::vector<int64_t> host_lengths(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kCPU).to(at::kLong).contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+std::tuple<at::Tensor, at::Tensor> ctc_loss_tensor(const at::Tensor& log_probs, const at::Tensor& targets,
+                                                   const at::Tensor& input_lengths, const at::Tensor& target_lengths,
+                                                   int64_t blank, bool zero_infinity) {
+  return ctc_loss(log_probs, targets, host_lengths(input_lengths), host_lengths(target_lengths), blank, zero_infinity);
+}
+
+at::Tensor ctc_loss_backward(const at::Tensor& grad, const at::Tensor& log_probs, const at::Tensor& targets,
+                             at::IntArrayRef input_lengths, at::IntArrayRef target_lengths, const at::Tensor& nll,
+                             const at::Tensor& log_alpha, int64_t blank, bool zero_infinity) {
+  c10::DeviceGuard guard(log_probs.device());
+  CtcArgs a = ctc_args(log_probs, targets, input_lengths, target_lengths, blank);
+  at::Tensor out = new_tensor(log_probs, log_probs.sizes(), log_probs.scalar_type());
+  if (out.numel() == 0) return out;
+  Program p("_ctc_loss_backward", log_probs.device().index());
+  ir::Graph& g = p.graph();
+  ir::DType acc = lowering::accumulate_dtype(ir_of(log_probs.scalar_type()));
+  auto rd = [&](const at::Tensor& x) { return ir::convert(g, p.read(x), acc); };
+  p.write(out, lowering::ctc_loss_backward(g, rd(grad), rd(log_probs), p.read(a.targets), p.read(a.input_lengths),
+                                           p.read(a.target_lengths), rd(nll), rd(log_alpha), blank, zero_infinity));
+  p.run();
+  return out;
+}
+
+at::Tensor ctc_loss_backward_tensor(const at::Tensor& grad, const at::Tensor& log_probs, const at::Tensor& targets,
+                                    const at::Tensor& input_lengths, const at::Tensor& target_lengths,
+                                    const at::Tensor& nll, const at::Tensor& log_alpha, int64_t blank,
+                                    bool zero_infinity) {
+  return ctc_loss_backward(grad, log_probs, targets, host_lengths(input_lengths), host_lengths(target_lengths), nll,
+                           log_alpha, blank, zero_infinity);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -1272,6 +1456,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_embedding_bag_dense_backward", embedding_bag_dense_backward);
   m.impl("_embedding_bag_backward", embedding_bag_backward);
   m.impl("_embedding_bag_per_sample_weights_backward", embedding_bag_per_sample_weights_backward);
+  m.impl("_batch_norm_with_update", batch_norm_with_update);
+  m.impl("_batch_norm_with_update.out", batch_norm_with_update_out);
+  m.impl("_batch_norm_no_update", batch_norm_no_update);
+  m.impl("_batch_norm_no_update.out", batch_norm_no_update_out);
+  m.impl("batch_norm_backward", batch_norm_backward_new);
+  m.impl("embedding_renorm_", embedding_renorm_);
+  m.impl("_ctc_loss", ctc_loss);
+  m.impl("_ctc_loss.Tensor", ctc_loss_tensor);
+  m.impl("_ctc_loss_backward", ctc_loss_backward);
+  m.impl("_ctc_loss_backward.Tensor", ctc_loss_backward_tensor);
 }
 
 }  // namespace tpu::aten

@@ -8,10 +8,12 @@
 // (the sync CUDA makes too).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/linspace.h>
 #include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <functional>
 #include <limits>
 
@@ -532,8 +534,7 @@ at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min
   ir::Value inside = ir::binary(g, "stablehlo.and", ir::compare(g, x, l, ir::Compare::GE),
                                 ir::compare(g, x, r, ir::Compare::LE));
   pos = ir::select(g, inside, pos, ir::full(g, ir::DType::S64, -1, {n}));
-  ir::Value counts = ir::scatter_rows(g, ir::full(g, acc, 0, {bins}), pos, ir::full(g, acc, 1, {n}),
-                                      ir::Combiner::Add);
+  ir::Value counts = lowering::bin_counts(g, pos, std::nullopt, bins, acc);
   p.write(output, counts);
   p.run();
   return output;
@@ -545,6 +546,260 @@ at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& m
                       at::Tensor& out) {
   histc_op(self, bins, min, max, &out);
   return out;
+}
+
+// ------------------------------------------------------------ histogram, histogramdd
+
+// ATen's histogramdd semantics: `self` [..., D] holds D-dimensional points,
+// bin edges per dimension (sorted), elements outside the edges or NaN are
+// skipped, each dimension's last bin is closed on the right. histogram is
+// the D = 1 case over the flattened input.
+
+using OptTensor = std::optional<at::Tensor>;
+
+void check_histogram_inputs(const at::Tensor& points, const std::vector<at::Tensor>& bins, const OptTensor& weight) {
+  TORCH_CHECK(points.dim() >= 2, "torch.histogramdd: input tensor should have at least 2 dimensions, but got ",
+              points.dim());
+  int64_t d = points.size(-1);
+  TORCH_CHECK(static_cast<int64_t>(bins.size()) == d, "torch.histogramdd: expected ", d,
+              " sequences of bin edges for a ", d, "-dimensional histogram but got ", bins.size());
+  for (int64_t dim = 0; dim < d; ++dim) {
+    const at::Tensor& b = bins[dim];
+    TORCH_CHECK(points.dtype() == b.dtype(), "torch.histogramdd: input tensor and bins tensors should have the same "
+                "dtype, but got input with dtype ", points.dtype(), " and bins for dimension ", dim, " with dtype ",
+                b.dtype());
+    TORCH_CHECK(b.dim() == 1, "torch.histogramdd: bins tensor should have one dimension, but got ", b.dim(),
+                " dimensions in the bins tensor for dimension ", dim);
+    TORCH_CHECK(b.numel() > 0, "torch.histogramdd: bins tensor should have at least 1 element, but got ", b.numel(),
+                " elements in the bins tensor for dimension ", dim);
+  }
+  if (weight.has_value() && weight->defined()) {
+    TORCH_CHECK(points.dtype() == weight->dtype(), "torch.histogramdd: if weight tensor is provided, it should have "
+                "the same dtype as the input tensor, but got weight with dtype ", weight->dtype(),
+                " and input with dtype ", points.dtype());
+    bool same = weight->dim() == points.dim() - 1;
+    for (int64_t i = 0; same && i < weight->dim(); ++i) same = weight->size(i) == points.size(i);
+    TORCH_CHECK(same, "torch.histogramdd: if weight tensor is provided it should have the same shape as the input "
+                "tensor excluding its innermost dimension, but got input with shape ", points.sizes(),
+                " and weight with shape ", weight->sizes());
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(points.scalar_type()), "\"histogramdd\" not implemented for '",
+                              c10::toString(points.scalar_type()), "'");
+}
+
+// The histogram of points [..., D] over `edges` (one sorted 1-D tensor per
+// dimension) written into `hist` (shape: the bin counts).
+void histogram_fill(const char* name, const at::Tensor& points, const std::vector<at::Tensor>& edges,
+                    const OptTensor& weight, bool density, const at::Tensor& hist) {
+  int64_t d = points.size(-1);
+  int64_t n = points.numel() / std::max<int64_t>(d, 1);
+  Program p(name, points.device().index());
+  ir::Graph& g = p.graph();
+  ir::DType dtype = lowering::to_ir(points.scalar_type());
+  int64_t total = hist.numel();
+  ir::Value counts;
+  if (n == 0 || total == 0) {
+    counts = ir::full(g, dtype, 0, {total});
+  } else {
+    ir::Value x = ir::reshape(g, p.read(points), {n, d});
+    ir::Value index = ir::full(g, ir::DType::S64, 0, {n});
+    ir::Value skip = ir::full(g, ir::DType::Pred, 0, {n});
+    int64_t stride = total;
+    for (int64_t dim = 0; dim < d; ++dim) {
+      int64_t bins = edges[dim].numel() - 1;
+      stride /= bins;
+      ir::Value column = ir::reshape(g, ir::slice(g, x, {0, dim}, {n, dim + 1}), {n});
+      ir::Value pos = lowering::edge_bin(g, column, p.read(edges[dim]));
+      skip = ir::binary(g, "stablehlo.or", skip,
+                        ir::compare(g, pos, ir::full(g, ir::DType::S64, 0, {n}), ir::Compare::LT));
+      index = ir::binary(g, "stablehlo.add", index,
+                         ir::binary(g, "stablehlo.multiply", pos, ir::full(g, ir::DType::S64, static_cast<double>(stride), {n})));
+    }
+    index = ir::select(g, skip, ir::full(g, ir::DType::S64, -1, {n}), index);
+    std::optional<ir::Value> w;
+    if (weight.has_value() && weight->defined()) w = ir::reshape(g, p.read(*weight), {n});
+    counts = lowering::bin_counts(g, index, w, total, dtype);
+  }
+  ir::Shape shape = to_shape(hist.sizes());
+  ir::Value h = ir::reshape(g, counts, shape);
+  if (density) {
+    // Normalised by the total, then by each bin's volume (the product of its widths).
+    ir::Value sum = ir::reduce(g, counts, ir::constant(g, dtype, 0), {0}, ir::Combiner::Add);
+    h = ir::binary(g, "stablehlo.divide", h, ir::broadcast_in_dim(g, sum, shape, {}));
+    for (int64_t dim = 0; dim < d; ++dim) {
+      int64_t e = edges[dim].numel();
+      ir::Value ed = p.read(edges[dim]);
+      ir::Value width = ir::binary(g, "stablehlo.subtract", ir::slice(g, ed, {1}, {e}), ir::slice(g, ed, {0}, {e - 1}));
+      h = ir::binary(g, "stablehlo.divide", h, ir::broadcast_in_dim(g, width, shape, {dim}));
+    }
+  }
+  p.write(hist, h);
+  p.run();
+}
+
+// Per-dimension outer edges: `range` or the data's min and max (one sync),
+// widened by 0.5 each way when equal; ATen's checks.
+std::vector<std::pair<double, double>> outer_edges(const at::Tensor& points, std::optional<at::ArrayRef<double>> range) {
+  int64_t d = points.size(-1);
+  std::vector<std::pair<double, double>> r(d, {0.0, 1.0});
+  if (range.has_value()) {
+    TORCH_CHECK(static_cast<int64_t>(range->size()) == 2 * d, "torch.histogramdd: for a ", d,
+                "-dimensional histogram range should have ", 2 * d, " elements, but got ", range->size());
+    for (int64_t i = 0; i < d; ++i) r[i] = {(*range)[2 * i], (*range)[2 * i + 1]};
+  } else if (points.numel() > 0) {
+    at::Tensor flat = points.reshape({-1, d});
+    at::Tensor lo = std::get<0>(flat.min(0)).to(at::kDouble).cpu();
+    at::Tensor hi = std::get<0>(flat.max(0)).to(at::kDouble).cpu();
+    for (int64_t i = 0; i < d; ++i) r[i] = {lo[i].item<double>(), hi[i].item<double>()};
+  }
+  for (int64_t i = 0; i < d; ++i) {
+    auto& [lo, hi] = r[i];
+    TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histogramdd: dimension ", i, "'s range [", lo, ", ",
+                hi, "] is not finite");
+    TORCH_CHECK(lo <= hi, "torch.histogramdd: min should not exceed max, but got", " min ", lo, " max ", hi,
+                " for dimension ", i);
+    if (lo == hi) {
+      lo -= 0.5;
+      hi += 0.5;
+    }
+  }
+  return r;
+}
+
+// Evenly spaced edges (linspace in the input's dtype, as ATen builds them).
+std::vector<at::Tensor> even_edges(const at::Tensor& points, at::IntArrayRef bins,
+                                   std::optional<at::ArrayRef<double>> range, std::vector<at::Tensor>* outs) {
+  int64_t d = points.size(-1);
+  TORCH_CHECK(static_cast<int64_t>(bins.size()) == d, "torch.histogramdd: expected ", d,
+              " sequences of bin edges for a ", d, "-dimensional histogram but got ", bins.size());
+  for (int64_t i = 0; i < d; ++i)
+    TORCH_CHECK(bins[i] > 0, "torch.histogramdd(): bins must be > 0, but got ", bins[i], " for dimension ", i);
+  auto outer = outer_edges(points, range);
+  std::vector<at::Tensor> edges;
+  for (int64_t i = 0; i < d; ++i) {
+    at::Tensor e = outs != nullptr ? (*outs)[i] : at::empty({bins[i] + 1}, points.options());
+    at::linspace_out(e, outer[i].first, outer[i].second, bins[i] + 1);
+    edges.push_back(e);
+  }
+  return edges;
+}
+
+c10::DimVector hist_shape(const std::vector<at::Tensor>& edges) {
+  c10::DimVector s;
+  for (const at::Tensor& e : edges) s.push_back(e.numel() - 1);
+  return s;
+}
+
+at::Tensor histogramdd_cts(const at::Tensor& self, at::IntArrayRef bins, std::optional<at::ArrayRef<double>> range,
+                           const OptTensor& weight, bool density, at::Tensor* out) {
+  c10::DeviceGuard guard(self.device());
+  TORCH_CHECK(self.dim() >= 2, "torch.histogramdd: input tensor should have at least 2 dimensions, but got ",
+              self.dim());
+  std::vector<at::Tensor> edges = even_edges(self, bins, range, nullptr);
+  check_histogram_inputs(self, edges, weight);
+  at::Tensor hist = prepare_output("_histogramdd_from_bin_cts", out, hist_shape(edges), self.scalar_type(),
+                                   self.device(), false);
+  histogram_fill("_histogramdd_from_bin_cts", self, edges, weight, density, hist);
+  return hist;
+}
+at::Tensor histogramdd_from_bin_cts(const at::Tensor& self, at::IntArrayRef bins,
+                                    std::optional<at::ArrayRef<double>> range, const OptTensor& weight, bool density) {
+  return histogramdd_cts(self, bins, range, weight, density, nullptr);
+}
+at::Tensor& histogramdd_from_bin_cts_out(const at::Tensor& self, at::IntArrayRef bins,
+                                         std::optional<at::ArrayRef<double>> range, const OptTensor& weight,
+                                         bool density, at::Tensor& out) {
+  histogramdd_cts(self, bins, range, weight, density, &out);
+  return out;
+}
+
+at::Tensor histogramdd_tensors(const at::Tensor& self, at::TensorList bins, const OptTensor& weight, bool density,
+                               at::Tensor* out) {
+  c10::DeviceGuard guard(self.device());
+  std::vector<at::Tensor> edges(bins.begin(), bins.end());
+  check_histogram_inputs(self, edges, weight);
+  at::Tensor hist = prepare_output("_histogramdd_from_bin_tensors", out, hist_shape(edges), self.scalar_type(),
+                                   self.device(), false);
+  histogram_fill("_histogramdd_from_bin_tensors", self, edges, weight, density, hist);
+  return hist;
+}
+at::Tensor histogramdd_from_bin_tensors(const at::Tensor& self, at::TensorList bins, const OptTensor& weight,
+                                        bool density) {
+  return histogramdd_tensors(self, bins, weight, density, nullptr);
+}
+at::Tensor& histogramdd_from_bin_tensors_out(const at::Tensor& self, at::TensorList bins, const OptTensor& weight,
+                                             bool density, at::Tensor& out) {
+  histogramdd_tensors(self, bins, weight, density, &out);
+  return out;
+}
+
+std::vector<at::Tensor> histogramdd_bin_edges(const at::Tensor& self, at::IntArrayRef bins,
+                                              std::optional<at::ArrayRef<double>> range, const OptTensor& weight,
+                                              bool density) {
+  c10::DeviceGuard guard(self.device());
+  TORCH_CHECK(self.dim() >= 2, "torch.histogramdd: input tensor should have at least 2 dimensions, but got ",
+              self.dim());
+  std::vector<at::Tensor> edges = even_edges(self, bins, range, nullptr);
+  check_histogram_inputs(self, edges, weight);
+  return edges;
+}
+
+// histogram: a 1-D histogram of all elements (the D = 1 case).
+std::tuple<at::Tensor, at::Tensor> histogram_op(const at::Tensor& self, const at::Tensor* bins_tensor, int64_t bin_ct,
+                                                std::optional<at::ArrayRef<double>> range, const OptTensor& weight,
+                                                bool density, at::Tensor* hist_out, at::Tensor* edges_out) {
+  c10::DeviceGuard guard(self.device());
+  at::Tensor points = self.reshape({self.numel(), 1});
+  OptTensor w;
+  if (weight.has_value() && weight->defined()) {
+    TORCH_CHECK(weight->sizes() == self.sizes(), "torch.histogram: if weight tensor is provided it should have the "
+                "same shape as the input tensor, but got input with shape ", self.sizes(), " and weight with shape ",
+                weight->sizes());
+    w = weight->reshape({self.numel()});
+  }
+  at::Tensor edges;
+  const char* name = bins_tensor != nullptr ? "histogram.bins_tensor" : "histogram.bin_ct";
+  if (bins_tensor != nullptr) {
+    check_histogram_inputs(points, {*bins_tensor}, w);
+    edges = edges_out != nullptr ? *edges_out : at::empty({0}, self.options());
+    if (!edges.is_same(*bins_tensor)) {
+      edges.resize_(bins_tensor->sizes());
+      edges.copy_(*bins_tensor);
+    }
+  } else {
+    std::vector<at::Tensor> given;
+    if (edges_out != nullptr) {
+      edges_out->resize_({std::max<int64_t>(bin_ct, 0) + 1});
+      given.push_back(*edges_out);
+    }
+    edges = even_edges(points, {bin_ct}, range, edges_out != nullptr ? &given : nullptr)[0];
+    check_histogram_inputs(points, {edges}, w);
+  }
+  at::Tensor hist = prepare_output(name, hist_out, {edges.numel() - 1}, self.scalar_type(), self.device(), false);
+  histogram_fill(name, points, {edges}, w, density, hist);
+  return {hist, edges};
+}
+std::tuple<at::Tensor, at::Tensor> histogram_bins_tensor(const at::Tensor& self, const at::Tensor& bins,
+                                                         const OptTensor& weight, bool density) {
+  return histogram_op(self, &bins, 0, std::nullopt, weight, density, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> histogram_bins_tensor_out(const at::Tensor& self, const at::Tensor& bins,
+                                                               const OptTensor& weight, bool density,
+                                                               at::Tensor& hist, at::Tensor& bin_edges) {
+  histogram_op(self, &bins, 0, std::nullopt, weight, density, &hist, &bin_edges);
+  return {hist, bin_edges};
+}
+std::tuple<at::Tensor, at::Tensor> histogram_bin_ct(const at::Tensor& self, int64_t bins,
+                                                    std::optional<at::ArrayRef<double>> range, const OptTensor& weight,
+                                                    bool density) {
+  return histogram_op(self, nullptr, bins, range, weight, density, nullptr, nullptr);
+}
+std::tuple<at::Tensor&, at::Tensor&> histogram_bin_ct_out(const at::Tensor& self, int64_t bins,
+                                                          std::optional<at::ArrayRef<double>> range,
+                                                          const OptTensor& weight, bool density, at::Tensor& hist,
+                                                          at::Tensor& bin_edges) {
+  histogram_op(self, nullptr, bins, range, weight, density, &hist, &bin_edges);
+  return {hist, bin_edges};
 }
 
 }  // namespace
@@ -583,6 +838,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bucketize.Scalar", bucketize_s);
   m.impl("histc", histc);
   m.impl("histc.out", histc_out);
+  m.impl("histogram.bins_tensor", histogram_bins_tensor);
+  m.impl("histogram.bins_tensor_out", histogram_bins_tensor_out);
+  m.impl("histogram.bin_ct", histogram_bin_ct);
+  m.impl("histogram.bin_ct_out", histogram_bin_ct_out);
+  m.impl("_histogramdd_bin_edges", histogramdd_bin_edges);
+  m.impl("_histogramdd_from_bin_cts", histogramdd_from_bin_cts);
+  m.impl("_histogramdd_from_bin_cts.out", histogramdd_from_bin_cts_out);
+  m.impl("_histogramdd_from_bin_tensors", histogramdd_from_bin_tensors);
+  m.impl("_histogramdd_from_bin_tensors.out", histogramdd_from_bin_tensors_out);
 }
 
 }  // namespace tpu::aten

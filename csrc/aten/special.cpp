@@ -159,6 +159,8 @@ at::Tensor binary_special(const char* op, Fn2 fn, Kind kind, bool half_ok, const
 
 BINARY_INPLACE(xlogy, sp::xlogy, Kind::PromoteToFloat, true, true)
 BINARY_INPLACE(nextafter, sp::nextafter, Kind::FloatingOnly, true, false)
+BINARY_INPLACE(igamma, sp::igamma, Kind::FloatingOnly, true, true)
+BINARY_INPLACE(igammac, sp::igammac, Kind::FloatingOnly, true, true)
 BINARY_FUNCTIONAL_OUT(special_xlog1py, sp::xlog1py, Kind::PromoteToFloat, true, true)
 BINARY_FUNCTIONAL_OUT(logaddexp, sp::logaddexp, Kind::FloatingOnly, true, true)
 BINARY_FUNCTIONAL_OUT(logaddexp2, sp::logaddexp2, Kind::FloatingOnly, true, true)
@@ -298,6 +300,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nextafter", nextafter_fn);
   m.impl("nextafter_", nextafter_inplace);
   m.impl("nextafter.out", nextafter_out);
+  REGISTER_INPLACE(igamma, , )
+  REGISTER_INPLACE(igammac, , )
   m.impl("heaviside", heaviside_fn);
   m.impl("heaviside_", heaviside_inplace);
   m.impl("heaviside.out", heaviside_out);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lowering/index.h"
 #include "lowering/reduce.h"
 
 namespace tpu::lowering {
@@ -739,6 +740,193 @@ Value embedding_bag_per_sample_weights_backward(ir::Graph& g, Value grad, Value 
   Value dot = sum(g, mul(g, gr, wr), {1}, false, acc, acc);
   Value keep = land(g, cmp(g, bag, s64(g, 0, {l}), ir::Compare::GE), counted(g, idx, padding_idx));
   return ir::convert(g, ir::select(g, keep, dot, ir::full(g, acc, 0, {l})), result);
+}
+
+Value embedding_renorm(ir::Graph& g, Value weight, Value indices, Value max_norm, double norm_type) {
+  DType dtype = g.type(weight).dtype;
+  DType acc = accumulate_dtype(dtype);
+  int64_t n = g.type(indices).shape.at(0);
+  // Only the named rows are read and written back: duplicates compute the
+  // same scaled row from the same old one, so whichever write wins is right.
+  Value rows = ir::convert(g, ir::gather_rows(g, weight, indices), acc);  // [n, D]
+  Value norm = vector_norm(g, rows, norm_type, {1}, false, acc);         // [n]
+  Value limit = ir::broadcast_in_dim(g, max_norm, {n}, {});
+  Value scale = div(g, limit, add(g, norm, ir::full(g, acc, 1e-7, {n})));
+  scale = ir::select(g, ir::compare(g, norm, limit, ir::Compare::GT), scale, ir::full(g, acc, 1, {n}));
+  Value scaled = mul(g, rows, ir::broadcast_in_dim(g, scale, g.type(rows).shape, {0}));
+  return ir::scatter_rows(g, weight, indices, ir::convert(g, scaled, dtype), ir::Combiner::Replace);
+}
+
+// ------------------------------------------------------------ CTC loss
+
+namespace {
+
+struct Ctc {
+  ir::Graph& g;
+  int64_t t, n, c, s;  // time, batch, classes, extended target length 2 L + 1
+  DType dt;
+  Value ext;     // [N, S] s64: the extended target (blank, y1, blank, y2, ..., blank)
+  Value lp_ext;  // [T, N, S]: log_probs at each extended label
+  Value skip;    // [N, S] pred: s may be reached from s - 2 (a label differing from the one before)
+  Value in_len, tgt_len;  // [N] s64
+
+  Value neg_inf(const ir::Shape& shape) { return ir::full(g, dt, -INFINITY, shape); }
+  Value s64(double v, const ir::Shape& shape) { return ir::full(g, DType::S64, v, shape); }
+  // log(exp(a) + exp(b) + exp(c)) with ATen's guard for all -inf.
+  Value lse3(Value a, Value b, Value c3) {
+    Value m = ir::binary(g, "stablehlo.maximum", ir::binary(g, "stablehlo.maximum", a, b), c3);
+    m = ir::select(g, ir::compare(g, m, full_like(g, m, -INFINITY), ir::Compare::EQ), full_like(g, m, 0), m);
+    auto e = [&](Value v) { return ir::unary(g, "stablehlo.exponential", sub(g, v, m)); };
+    return add(g, ir::unary(g, "stablehlo.log", add(g, add(g, e(a), e(b)), e(c3))), m);
+  }
+  // x shifted along S by `by` (> 0: toward higher s), -inf filled.
+  Value shift(Value x, int64_t by) {
+    Value fill = ir::constant(g, dt, -INFINITY);
+    if (by > 0) return ir::pad(g, ir::slice(g, x, {0, 0}, {n, s - by}), fill, {0, by}, {0, 0});
+    return ir::pad(g, ir::slice(g, x, {0, -by}, {n, s}), fill, {0, 0}, {0, -by});
+  }
+  // Row t of lp_ext: [N, S].
+  Value lp_at(int64_t step) { return ir::reshape(g, ir::slice(g, lp_ext, {step, 0, 0}, {step + 1, n, s}), {n, s}); }
+  // [N, S] predicate from a per-sequence [N] s64 comparison against `v`.
+  Value per_seq(Value len, double v, ir::Compare cmp_dir) {
+    return ir::broadcast_in_dim(g, ir::compare(g, len, s64(v, {n}), cmp_dir), {n, s}, {0});
+  }
+  Value s_index() { return ir::iota(g, DType::S64, {n, s}, 1); }
+  Value twice_len() { return ir::broadcast_in_dim(g, add(g, tgt_len, tgt_len), {n, s}, {0}); }
+};
+
+Ctc ctc_setup(ir::Graph& g, Value log_probs, Value targets, Value input_lengths, Value target_lengths, int64_t blank) {
+  const ir::Shape lps = g.type(log_probs).shape;
+  int64_t l = g.type(targets).shape.at(1);
+  Ctc k{g, lps[0], lps[1], lps[2], 2 * l + 1, g.type(log_probs).dtype, {}, {}, {}, input_lengths, target_lengths};
+  int64_t n = k.n, s = k.s;
+  // ext[b, s] = s odd ? targets[b, s / 2] : blank
+  Value sidx = k.s_index();
+  Value half = ir::binary(g, "stablehlo.divide", sidx, k.s64(2, {n, s}));
+  Value odd = ir::compare(g, ir::binary(g, "stablehlo.remainder", sidx, k.s64(2, {n, s})), k.s64(1, {n, s}),
+                          ir::Compare::EQ);
+  Value row = ir::iota(g, DType::S64, {n, s}, 0);
+  Value flat_t = ir::reshape(g, ir::convert(g, targets, DType::S64), {n * std::max<int64_t>(l, 1)});
+  Value label;
+  if (l == 0) {
+    label = k.s64(static_cast<double>(blank), {n, s});
+  } else {
+    Value at = add(g, mul(g, row, k.s64(static_cast<double>(l), {n, s})),
+                   ir::binary(g, "stablehlo.minimum", half, k.s64(static_cast<double>(l - 1), {n, s})));
+    label = ir::gather_1d(g, flat_t, at);
+  }
+  k.ext = ir::select(g, odd, label, k.s64(static_cast<double>(blank), {n, s}));
+  // lp_ext[t, b, s] = log_probs[t, b, ext[b, s]] by one gather over the flattened log_probs.
+  ir::Shape tns{k.t, n, s};
+  Value tt = ir::iota(g, DType::S64, tns, 0), bb = ir::iota(g, DType::S64, tns, 1);
+  Value cls = ir::broadcast_in_dim(g, clamp_index(g, k.ext, k.c), tns, {1, 2});
+  Value idx = add(g, mul(g, add(g, mul(g, tt, k.s64(static_cast<double>(n), tns)), bb), k.s64(static_cast<double>(k.c), tns)), cls);
+  k.lp_ext = ir::gather_1d(g, ir::reshape(g, log_probs, {k.t * n * k.c}), idx);
+  // Skipping a blank is allowed onto a label that differs from the previous label.
+  Value prev2 = ir::pad(g, ir::slice(g, k.ext, {0, 0}, {n, std::max<int64_t>(s - 2, 0)}), ir::constant_int(g, DType::S64, -1),
+                        {0, std::min<int64_t>(2, s)}, {0, 0});
+  k.skip = ir::binary(g, "stablehlo.and", odd, ir::compare(g, k.ext, prev2, ir::Compare::NE));
+  return k;
+}
+
+}  // namespace
+
+CtcForward ctc_loss(ir::Graph& g, Value log_probs, Value targets, Value input_lengths, Value target_lengths,
+                    int64_t blank) {
+  Ctc k = ctc_setup(g, log_probs, targets, input_lengths, target_lengths, blank);
+  int64_t n = k.n, s = k.s;
+  ir::Shape ns{n, s};
+  // t = 0: the leading blank or the first label.
+  Value first = k.lp_at(0);
+  Value sidx = k.s_index();
+  Value start = ir::binary(g, "stablehlo.or", ir::compare(g, sidx, k.s64(0, ns), ir::Compare::EQ),
+                           ir::binary(g, "stablehlo.and", ir::compare(g, sidx, k.s64(1, ns), ir::Compare::EQ),
+                                      k.per_seq(k.tgt_len, 0, ir::Compare::GT)));
+  Value alpha = ir::select(g, start, first, k.neg_inf(ns));
+  std::vector<Value> rows{alpha};
+  for (int64_t step = 1; step < k.t; ++step) {
+    Value next = add(g, k.lse3(alpha, k.shift(alpha, 1), ir::select(g, k.skip, k.shift(alpha, 2), k.neg_inf(ns))),
+                     k.lp_at(step));
+    // Past a sequence's end its alpha stays as it was at the last step.
+    alpha = ir::select(g, k.per_seq(k.in_len, static_cast<double>(step), ir::Compare::GT), next, alpha);
+    rows.push_back(alpha);
+  }
+  // nll = -log(alpha[T_b - 1, 2 L] + alpha[T_b - 1, 2 L - 1]); an empty input: 0 or inf.
+  Value two_l = k.twice_len();
+  Value end_mask = ir::binary(g, "stablehlo.or", ir::compare(g, sidx, two_l, ir::Compare::EQ),
+                              ir::compare(g, sidx, sub(g, two_l, k.s64(1, ns)), ir::Compare::EQ));
+  Value ends = ir::select(g, end_mask, alpha, k.neg_inf(ns));
+  Value m = ir::reduce(g, ends, ir::constant(g, k.dt, -INFINITY), {1}, ir::Combiner::Max);
+  m = ir::select(g, ir::compare(g, m, ir::full(g, k.dt, -INFINITY, {n}), ir::Compare::EQ), ir::full(g, k.dt, 0, {n}), m);
+  Value sum = ir::reduce(g, ir::unary(g, "stablehlo.exponential", sub(g, ends, ir::broadcast_in_dim(g, m, ns, {0}))),
+                         ir::constant(g, k.dt, 0), {1}, ir::Combiner::Add);
+  Value nll = ir::unary(g, "stablehlo.negate", add(g, ir::unary(g, "stablehlo.log", sum), m));
+  Value empty_in = ir::compare(g, k.in_len, k.s64(0, {n}), ir::Compare::EQ);
+  Value empty_nll = ir::select(g, ir::compare(g, k.tgt_len, k.s64(0, {n}), ir::Compare::EQ), ir::full(g, k.dt, 0, {n}),
+                               ir::full(g, k.dt, INFINITY, {n}));
+  nll = ir::select(g, empty_in, empty_nll, nll);
+  Value la = ir::concatenate(g, rows, 0);  // [T * N, S]
+  la = ir::transpose(g, ir::reshape(g, la, {k.t, n, s}), {1, 0, 2});
+  return {nll, la};
+}
+
+Value ctc_loss_backward(ir::Graph& g, Value grad, Value log_probs, Value targets, Value input_lengths,
+                        Value target_lengths, Value nll, Value log_alpha, int64_t blank, bool zero_infinity) {
+  Ctc k = ctc_setup(g, log_probs, targets, input_lengths, target_lengths, blank);
+  int64_t n = k.n, s = k.s, t = k.t;
+  ir::Shape ns{n, s};
+  Value sidx = k.s_index();
+  Value two_l = k.twice_len();
+  Value end_mask = ir::binary(g, "stablehlo.or", ir::compare(g, sidx, two_l, ir::Compare::EQ),
+                              ir::binary(g, "stablehlo.and", ir::compare(g, sidx, sub(g, two_l, k.s64(1, ns)), ir::Compare::EQ),
+                                         k.per_seq(k.tgt_len, 0, ir::Compare::GT)));
+  // beta from each sequence's last step backwards; -inf past its end.
+  Value skip_up = ir::pad(g, ir::slice(g, k.skip, {0, std::min<int64_t>(2, s)}, {n, s}),
+                          ir::constant_int(g, DType::Pred, 0), {0, 0}, {0, std::min<int64_t>(2, s)});
+  std::vector<Value> rows(t);
+  Value beta = k.neg_inf(ns);
+  for (int64_t step = t - 1; step >= 0; --step) {
+    Value lp = k.lp_at(step);
+    Value init = ir::select(g, end_mask, lp, k.neg_inf(ns));
+    Value next = add(g, k.lse3(beta, k.shift(beta, -1), ir::select(g, skip_up, k.shift(beta, -2), k.neg_inf(ns))), lp);
+    Value last = k.per_seq(k.in_len, static_cast<double>(step + 1), ir::Compare::EQ);
+    Value inside = k.per_seq(k.in_len, static_cast<double>(step + 1), ir::Compare::GT);
+    beta = ir::select(g, last, init, ir::select(g, inside, next, k.neg_inf(ns)));
+    rows[step] = beta;
+  }
+  ir::Shape tns{t, n, s};
+  Value lb = ir::reshape(g, ir::concatenate(g, rows, 0), tns);
+  Value lcab = add(g, ir::transpose(g, log_alpha, {1, 0, 2}), lb);  // [T, N, S]
+  // Per class: the log-sum of alpha * beta over the extended positions holding
+  // it, accumulated in ATen's order (descending s, pairwise log-add-exp) so
+  // that the large terms cancelling below round as on CPU.
+  ir::Shape tnc{t, n, k.c};
+  Value onehot = ir::compare(g, ir::broadcast_in_dim(g, k.ext, {n, s, k.c}, {0, 1}),
+                             ir::iota(g, DType::S64, {n, s, k.c}, 2), ir::Compare::EQ);
+  Value ninf = ir::full(g, k.dt, -INFINITY, tnc);
+  Value res = ninf;
+  for (int64_t pos = s - 1; pos >= 0; --pos) {
+    Value v = ir::broadcast_in_dim(g, ir::reshape(g, ir::slice(g, lcab, {0, 0, pos}, {t, n, pos + 1}), {t, n}), tnc, {0, 1});
+    Value here = ir::broadcast_in_dim(g, ir::reshape(g, ir::slice(g, onehot, {0, pos, 0}, {n, pos + 1, k.c}), {n, k.c}),
+                                      tnc, {1, 2});
+    Value mx = ir::binary(g, "stablehlo.maximum", res, v);
+    Value lae = add(g, ir::unary(g, "stablehlo.log", add(g, ir::unary(g, "stablehlo.exponential", sub(g, res, mx)),
+                                                         ir::unary(g, "stablehlo.exponential", sub(g, v, mx)))),
+                    mx);
+    Value first = ir::compare(g, res, ninf, ir::Compare::EQ);
+    res = ir::select(g, here, ir::select(g, first, v, lae), res);
+  }
+  Value lp = log_probs;
+  Value nllb = ir::broadcast_in_dim(g, nll, tnc, {1});
+  Value gi = sub(g, ir::unary(g, "stablehlo.exponential", lp),
+                 ir::unary(g, "stablehlo.exponential", sub(g, add(g, res, nllb), lp)));
+  gi = mul(g, gi, ir::broadcast_in_dim(g, grad, tnc, {1}));
+  Value valid = ir::compare(g, ir::iota(g, DType::S64, tnc, 0), ir::broadcast_in_dim(g, k.in_len, tnc, {1}),
+                            ir::Compare::LT);
+  if (zero_infinity)
+    valid = ir::binary(g, "stablehlo.and", valid,
+                       ir::compare(g, nllb, ir::full(g, k.dt, INFINITY, tnc), ir::Compare::NE));
+  return ir::select(g, valid, gi, ir::full(g, k.dt, 0, tnc));
 }
 
 }  // namespace tpu::lowering

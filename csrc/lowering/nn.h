@@ -154,4 +154,27 @@ ir::Value embedding_bag_per_sample_weights_backward(ir::Graph& g, ir::Value grad
                                                     ir::Value indices, ir::Value offset2bag, int64_t padding_idx,
                                                     ir::DType result);
 
+// embedding_renorm_: the rows of weight [V, D] named by `indices` (rank 1,
+// s64, in range) whose p-norm exceeds max_norm are scaled by
+// max_norm / (norm + 1e-7); returns the whole new weight. `max_norm` is a
+// scalar of the accumulation dtype.
+ir::Value embedding_renorm(ir::Graph& g, ir::Value weight, ir::Value indices, ir::Value max_norm, double norm_type);
+
+// CTC loss (ATen's CPU algorithm in log space): log_probs [T, N, C],
+// targets [N, L] (s64, padded), input/target lengths [N] (s64 values, so
+// changing lengths do not recompile), blank class index. The recursions over
+// time are unrolled T times (the IR has no loops): fine for the sequence
+// lengths of tests and small models, a long compile for long sequences.
+struct CtcForward {
+  ir::Value nll;        // [N]
+  ir::Value log_alpha;  // [N, T, 2 L + 1]; -inf (or stale) outside each sequence
+};
+CtcForward ctc_loss(ir::Graph& g, ir::Value log_probs, ir::Value targets, ir::Value input_lengths,
+                    ir::Value target_lengths, int64_t blank);
+// Gradient of log_probs [T, N, C] from grad [N] of the per-sequence nll; zero
+// past each input length, and for infinite losses when zero_infinity.
+ir::Value ctc_loss_backward(ir::Graph& g, ir::Value grad, ir::Value log_probs, ir::Value targets,
+                            ir::Value input_lengths, ir::Value target_lengths, ir::Value nll, ir::Value log_alpha,
+                            int64_t blank, bool zero_infinity);
+
 }  // namespace tpu::lowering

@@ -390,4 +390,25 @@ Value isin(ir::Graph& g, Value elements, Value test) {
   return and_(g, found, not_(g, is_nan(g, elements)));  // NaN is in nothing
 }
 
+// ------------------------------------------------------------ histograms
+
+Value bin_counts(ir::Graph& g, Value bin, std::optional<Value> weight, int64_t bins, DType dtype) {
+  int64_t n = g.type(bin).shape.at(0);
+  Value zeros = ir::full(g, dtype, 0, {bins});
+  if (n == 0 || bins == 0) return zeros;
+  Value w = weight ? ir::convert(g, *weight, dtype) : ir::full(g, dtype, 1, {n});
+  return ir::scatter_rows(g, zeros, bin, w, ir::Combiner::Add);
+}
+
+Value edge_bin(ir::Graph& g, Value x, Value edges) {
+  int64_t n = g.type(x).shape.at(0);
+  int64_t e = g.type(edges).shape.at(0);
+  Value first = ir::broadcast_in_dim(g, ir::reshape(g, ir::slice(g, edges, {0}, {1}), {}), {n}, {});
+  Value last = ir::broadcast_in_dim(g, ir::reshape(g, ir::slice(g, edges, {e - 1}, {e}), {}), {n}, {});
+  Value pos = bin(g, "stablehlo.subtract", search_sorted(g, edges, x, /*right=*/true), s64_full(g, 1, {n}));
+  pos = bin(g, "stablehlo.minimum", pos, s64_full(g, e - 2, {n}));  // x == last edge: the last bin
+  Value inside = and_(g, cmp(g, x, first, ir::Compare::GE), cmp(g, x, last, ir::Compare::LE));
+  return ir::select(g, inside, pos, s64_full(g, -1, {n}));
+}
+
 }  // namespace tpu::lowering

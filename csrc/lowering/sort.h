@@ -11,6 +11,7 @@
 // first (an LSD radix sort of two stable passes): exact, no fallback.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "ir/graph.h"
@@ -75,5 +76,15 @@ RunResults run_results(ir::Graph& g, const Runs& r, int64_t count);
 
 // Whether each element of `elements` occurs in `test` (any shapes).
 ir::Value isin(ir::Graph& g, ir::Value elements, ir::Value test);
+
+// ------------------------------------------------------------ histograms
+
+// Sum of `weight` [n] (or count, when absent) per bin into [bins] of `dtype`;
+// `bin` [n] s64 names each element's bin, -1 (or any index outside) skips it.
+ir::Value bin_counts(ir::Graph& g, ir::Value bin, std::optional<ir::Value> weight, int64_t bins, ir::DType dtype);
+// The bin of each element of x [n] among the E >= 2 edges [E] of x's dtype,
+// as ATen's histogram kernels: the last edge <= x (upper bound - 1), the
+// last bin closed on the right; -1 outside [edges[0], edges[E - 1]] and for NaN.
+ir::Value edge_bin(ir::Graph& g, ir::Value x, ir::Value edges);
 
 }  // namespace tpu::lowering

@@ -11,6 +11,7 @@
 
 #include "lowering/elementwise.h"
 #include "lowering/formula.h"
+#include "lowering/reduce.h"
 
 namespace tpu::lowering::special {
 
@@ -85,6 +86,164 @@ constexpr int len(const double (&)[N]) { return static_cast<int>(N); }
 }  // namespace
 
 // ------------------------------------------------------------ gamma family
+
+namespace {
+
+// The pieces of the incomplete gamma functions for flat a, x [n] (a > 0, x > 0).
+struct Igamma {
+  M& m;
+  Value a, x;
+  int64_t n, k = kIgammaTerms;
+  ir::DType dt;
+  Value lgamma_a, fac_value;  // shared by the methods (lgamma is a large expansion)
+
+  void init() {
+    lgamma_a = lgamma(m.g, a);
+    fac_value = m.exp(log_fac());
+    series_products();
+  }
+
+  Value wide(Value v) { return ir::broadcast_in_dim(m.g, v, {n, k}, {0}); }
+  Value term_index() { return ir::convert(m.g, ir::iota(m.g, ir::DType::S64, {n, k}, 1), dt); }  // 0 .. k-1
+  Value sum_terms(Value v) { return ir::reduce(m.g, v, ir::constant(m.g, dt, 0), {1}, ir::Combiner::Add); }
+  Value prefix_products(Value v) { return lowering::cumulative(m.g, v, 1, ir::Combiner::Mul, dt); }
+
+  // log(x^a e^-x / Gamma(a)); near x = a (large a) through Stirling's series
+  // so that a log x - x and lgamma(a) do not cancel (ATen's Lanczos form there).
+  Value log_fac() {
+    Value direct = m.sub(m.sub(m.mul(a, m.log(x)), x), lgamma_a);
+    Value t = m.div(m.sub(x, a), a);
+    Value log1pmx = m.sub(m.log1p(t), t);
+    Value inv = m.div(m.c(a, 1.0), a), inv2 = m.mul(inv, inv);
+    // lgamma(a) - ((a - 1/2) log a - a + log(2 pi) / 2) for a >= 10.
+    Value corr = m.mul(inv, m.add(m.c(a, 1.0 / 12), m.mul(inv2, m.add(m.c(a, -1.0 / 360),
+                                                                     m.mul(inv2, m.add(m.c(a, 1.0 / 1260),
+                                                                                       m.mul(inv2, m.c(a, -1.0 / 1680))))))));
+    Value stirling = m.sub(m.add(m.mul(a, log1pmx), m.mul(m.c(a, 0.5), m.log(a))), m.add(m.c(a, 0.5 * std::log(2 * kPi)), corr));
+    Value near = m.and_(m.ge(a, 10.0), m.le(m.abs(m.sub(a, x)), m.mul(m.c(a, 0.4), a)));
+    return m.sel(near, stirling, direct);
+  }
+  Value fac() { return fac_value; }
+
+  // The running products of both series' factors, computed by one scan:
+  // x / (a + j) (the P series) and -x / j (the Q series), j = 1 .. k.
+  Value p_products, q_products;
+  void series_products() {
+    Value j = m.add(term_index(), m.c(wide(a), 1.0));
+    Value both = ir::concatenate(m.g, {m.div(wide(x), m.add(wide(a), j)), m.div(m.neg(wide(x)), j)}, 0);
+    both = prefix_products(both);
+    p_products = ir::slice(m.g, both, {0, 0}, {n, k});
+    q_products = ir::slice(m.g, both, {n, 0}, {2 * n, k});
+  }
+
+  // P by the power series (DLMF 8.11.4): fac / a * sum_j prod_{i<=j} x / (a + i).
+  Value p_series() {
+    Value total = m.add(sum_terms(p_products), m.c(a, 1.0));
+    return m.div(m.mul(total, fac()), a);
+  }
+
+  // Q by the small-x series (DLMF 8.7.3), as ATen's _igamc_helper_series.
+  Value q_series() {
+    Value j = m.add(term_index(), m.c(wide(a), 1.0));  // 1 .. k
+    Value sum = sum_terms(m.div(q_products, m.add(wide(a), j)));  // (-x)^j / j! / (a + j)
+    Value logx = m.log(x);
+    // lgamma(1 + a) = lgamma(a) + log(a).
+    Value head = m.neg(m.un("stablehlo.exponential_minus_one", m.sub(m.mul(a, logx), m.add(lgamma_a, m.log(a)))));
+    return m.sub(head, m.mul(m.exp(m.sub(m.mul(a, logx), lgamma_a)), sum));
+  }
+
+  // Q by Legendre's continued fraction (DLMF 8.9.2), ATen's recurrence
+  // p_j = p_{j-1} z_j - p_{j-2} y_j j written as [p_j, p_{j-1}] = [p_{j-1}, p_{j-2}] M_j:
+  // the product M_1 ... M_k is taken as a tree of 2x2 products, each rescaled
+  // (the convergent p_k / q_k is a ratio, so scale does not matter).
+  Value q_continued_fraction() {
+    Value j = m.add(term_index(), m.c(wide(a), 1.0));  // 1 .. k
+    Value wa = wide(a), wx = wide(x);
+    Value z = m.add(m.sub(m.add(wx, m.c(wx, 2.0)), wa), m.mul(j, m.c(j, 2.0)));
+    Value yc = m.mul(m.add(m.sub(m.c(wa, 1.0), wa), j), j);
+    Value t00 = z, t01 = m.c(z, 1.0), t10 = m.neg(yc), t11 = m.c(z, 0.0);
+    // Unscaled, a product of four matrices stays far from overflow, so every other level rescales.
+    for (int64_t width = k, level = 0; width > 1; width /= 2, ++level) {
+      auto half = [&](Value v, int64_t start) { return ir::slice(m.g, v, {0, start}, {n, width}, {1, 2}); };
+      Value a00 = half(t00, 0), a01 = half(t01, 0), a10 = half(t10, 0), a11 = half(t11, 0);
+      Value b00 = half(t00, 1), b01 = half(t01, 1), b10 = half(t10, 1), b11 = half(t11, 1);
+      Value c00 = m.add(m.mul(a00, b00), m.mul(a01, b10)), c01 = m.add(m.mul(a00, b01), m.mul(a01, b11));
+      Value c10 = m.add(m.mul(a10, b00), m.mul(a11, b10)), c11 = m.add(m.mul(a10, b01), m.mul(a11, b11));
+      t00 = c00, t01 = c01, t10 = c10, t11 = c11;
+      if (level % 2 == 0 && width > 2) continue;
+      Value scale = m.max(m.max(m.abs(c00), m.abs(c01)), m.max(m.abs(c10), m.abs(c11)));
+      scale = m.sel(m.gt(scale, 0.0), scale, m.c(scale, 1.0));
+      t00 = m.div(c00, scale), t01 = m.div(c01, scale), t10 = m.div(c10, scale), t11 = m.div(c11, scale);
+    }
+    auto col = [&](Value v) { return ir::reshape(m.g, v, {n}); };
+    Value z0 = m.add(m.sub(x, a), m.c(x, 2.0));
+    Value p = m.add(m.mul(m.add(x, m.c(x, 1.0)), col(t00)), col(t10));
+    Value q = m.add(m.mul(m.mul(z0, x), col(t00)), m.mul(x, col(t10)));
+    return m.mul(m.div(p, q), fac());
+  }
+};
+
+// ATen's regions: Temme's (a > 20, x near a), then Q's own choice of method.
+struct IgammaParts {
+  Value asymptotic, p_series, q_cf, q_core;
+};
+
+IgammaParts igamma_parts(M& m, Value a, Value x) {
+  ir::DType dt = m.g.type(a).dtype;
+  int64_t n = ir::numel(m.g.type(a).shape);
+  // Placeholders keep the methods finite where they are not selected.
+  Value ok = m.and_(m.gt(a, 0.0), m.gt(x, 0.0));
+  ok = m.and_(ok, m.and_(m.not_(m.isinf(a)), m.not_(m.isinf(x))));
+  Value sa = m.sel(ok, a, m.c(a, 1.0)), sx = m.sel(ok, x, m.c(x, 1.0));
+  Igamma ig{m, ir::reshape(m.g, sa, {n}), ir::reshape(m.g, sx, {n}), n, kIgammaTerms, dt, {}, {}, {}, {}};
+  ig.init();
+  const ir::Shape shape = m.g.type(a).shape;
+  auto back = [&](Value v) { return ir::reshape(m.g, v, shape); };
+  Value ps = back(ig.p_series()), qcf = back(ig.q_continued_fraction()), qs = back(ig.q_series());
+  Value one_minus_ps = m.sub(m.c(ps, 1.0), ps);
+  Value ratio = m.div(m.abs(m.sub(sx, sa)), sa);
+  Value asym = m.or_(m.and_(m.and_(m.gt(sa, 20.0), m.lt(sa, 200.0)), m.lt(ratio, 0.3)),
+                     m.and_(m.gt(sa, 200.0), m.lt(ratio, m.div(m.c(sa, 4.5), m.sqrt(sa)))));
+  Value small_x = m.le(sx, 0.5);
+  Value prefer_p = m.sel(m.gt(sx, 1.1), m.lt(sx, sa),
+                         m.sel(small_x, m.lt(m.div(m.c(sx, -0.4), m.log(sx)), sa), m.lt(m.mul(sx, m.c(sx, 1.1)), sa)));
+  Value q_core = m.sel(prefer_p, one_minus_ps, m.sel(m.gt(sx, 1.1), qcf, qs));
+  return {asym, ps, qcf, q_core};
+}
+
+Value nan_like(M& m, Value v) { return m.c(v, std::numeric_limits<double>::quiet_NaN()); }
+
+}  // namespace
+
+Value igamma(Graph& g, Value a, Value x) {
+  M m{g};
+  IgammaParts r = igamma_parts(m, a, x);
+  Value one = m.c(a, 1.0), zero = m.c(a, 0.0);
+  Value below = m.lt(x, a);
+  Value v = m.sel(m.and_(m.gt(x, 1.0), m.gt(x, a)), m.sub(one, r.q_core), r.p_series);
+  v = m.sel(r.asymptotic, m.sel(below, r.p_series, m.sub(one, r.q_cf)), v);
+  // Boundary values, in ATen's order (last assignment wins, so reverse it).
+  v = m.sel(m.isinf(x), one, v);
+  v = m.sel(m.isinf(a), m.sel(m.isinf(x), nan_like(m, a), zero), v);
+  v = m.sel(m.eq(x, 0.0), zero, v);
+  v = m.sel(m.eq(a, 0.0), m.sel(m.gt(x, 0.0), one, nan_like(m, a)), v);
+  v = m.sel(m.or_(m.lt(x, 0.0), m.lt(a, 0.0)), nan_like(m, a), v);
+  return m.sel(m.or_(m.isnan(a), m.isnan(x)), nan_like(m, a), v);
+}
+
+Value igammac(Graph& g, Value a, Value x) {
+  M m{g};
+  IgammaParts r = igamma_parts(m, a, x);
+  Value one = m.c(a, 1.0), zero = m.c(a, 0.0);
+  Value below = m.lt(x, a);
+  Value v = m.sel(r.asymptotic, m.sel(below, m.sub(one, r.p_series), r.q_cf), r.q_core);
+  v = m.sel(m.isinf(x), zero, v);
+  v = m.sel(m.isinf(a), m.sel(m.isinf(x), nan_like(m, a), one), v);
+  v = m.sel(m.eq(x, 0.0), one, v);
+  v = m.sel(m.eq(a, 0.0), m.sel(m.gt(x, 0.0), zero, nan_like(m, a)), v);
+  v = m.sel(m.or_(m.lt(x, 0.0), m.lt(a, 0.0)), nan_like(m, a), v);
+  return m.sel(m.or_(m.isnan(a), m.isnan(x)), nan_like(m, a), v);
+}
 
 Value lgamma(Graph& g, Value x) {
   M m{g};

@@ -32,6 +32,19 @@ Value polygamma(Graph& g, int64_t n, Value x);
 constexpr int kZetaTerms = 40;
 Value zeta(Graph& g, Value x, Value q);
 
+// Regularized incomplete gamma functions P(a, x) (igamma) and Q(a, x) =
+// 1 - P (igammac), with ATen's boundary values and choice of method per
+// region (power series, Legendre's continued fraction, the small-x series
+// for Q). Each method is a fixed kIgammaTerms-term computation vectorised
+// along an extra axis (cumulative products and a tree product of the
+// continued fraction's 2x2 matrices), so programs stay small. Where ATen
+// switches to Temme's uniform expansion (a > 20, x near a) the series /
+// continued fraction are used instead; they converge there for a up to a few
+// hundred and lose accuracy beyond.
+constexpr int64_t kIgammaTerms = 64;
+Value igamma(Graph& g, Value a, Value x);
+Value igammac(Graph& g, Value a, Value x);
+
 // Error function relatives.
 Value erfc(Graph& g, Value x);
 Value erfcx(Graph& g, Value x);
