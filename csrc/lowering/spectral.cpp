@@ -318,6 +318,14 @@ Eigh eigh(Graph& g, Value a, bool upper, bool compute_vectors) {
     Value pair_off = ir::binary(r, "stablehlo.or", super, ir::binary(r, "stablehlo.and", odd_row_sub,
                                                                       ir::unary(r, "stablehlo.not", even_row)));
     M = ir::select(r, pair_off, splat(r, M, 0), M);
+    // Their diagonal entries by the accurate update app - t apq, aqq + t apq
+    // (t = s / c) rather than the rotated sums, which accumulate rounding.
+    Value t = ir::binary(r, "stablehlo.divide", sn, cs);
+    Value shift = mul(r, t, apq);
+    Value new_diag = ir::reshape(r, ir::concatenate(r, {ir::reshape(r, sub(r, app, shift), {batch, h, 1}),
+                                                        ir::reshape(r, add(r, aqq, shift), {batch, h, 1})}, 2),
+                                 {batch, N});
+    M = ir::select(r, index_pair(r, ms, 1, 2, 0, ir::Compare::EQ), bcast(r, new_diag, ms, {0, 1}), M);
     M = tournament_move(r, tournament_move(r, M, 1), 2);
     Values next{M};
     if (compute_vectors) next.push_back(tournament_move(r, rotate_pairs(r, c[1], 2, cs, sn), 2));
