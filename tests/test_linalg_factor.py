@@ -82,6 +82,8 @@ def test_cholesky_not_positive_definite():
     b = torch.stack([spd(3), a, torch.diag(torch.tensor([-1.0, 1, 1]))])
     _, info = torch.linalg.cholesky_ex(b.to("tpu"))
     assert info.tolist() == [0, 2, 1]
+    run(torch.linalg.cholesky_ex, b)  # the partial factors too, as LAPACK leaves them
+    run(lambda b: torch.linalg.cholesky_ex(b.mT, upper=True), b)
     raises_like(torch.linalg.cholesky, a)
     raises_like(lambda a: torch.linalg.cholesky_ex(a, check_errors=True), a)
     raises_like(torch.cholesky, a)
@@ -110,7 +112,7 @@ def test_cholesky_solve_and_inverse(upper):
 
 def test_cholesky_backward():
     a = spd(4)
-    check_grads(lambda x: torch.linalg.cholesky(x @ x.mT + torch.eye(4)), a, **TOL)
+    check_grads(lambda x: torch.linalg.cholesky(x @ x.mT + 4 * torch.eye(4, device=x.device)), a, **TOL)
     check_grads(lambda x: torch.cholesky_inverse(torch.linalg.cholesky(x)), a, rtol=1e-3, atol=1e-3)
     f = torch.linalg.cholesky(a)
     check_grads(lambda b, f: torch.cholesky_solve(b, f), make((4, 2), seed=1), f, **TOL)
@@ -200,9 +202,10 @@ def test_lu_backward():
     a = make((4, 4), seed=5)
     check_grads(lambda a: torch.linalg.lu_factor(a)[0], a, **TOL)
     check_grads(lambda a: sum(t.sum() for t in torch.linalg.lu(a)[1:]), a, **TOL)
-    check_grads(lambda a: torch.linalg.lu(make((5, 3)) @ a[:3, :3])[2], a, **TOL)
+    check_grads(lambda a: torch.linalg.lu(a[:, :3])[2], a, **TOL)  # tall
+    check_grads(lambda a: torch.linalg.lu(a[:3])[1], a, **TOL)  # wide
     lu, piv = torch.linalg.lu_factor(a)
-    check_grads(lambda lu, b: torch.linalg.lu_solve(lu, piv, b), lu, make((4, 2), seed=6), rtol=1e-3, atol=1e-3)
+    check_grads(lambda lu, b: torch.linalg.lu_solve(lu, piv.to(lu.device), b), lu, make((4, 2), seed=6), rtol=1e-3, atol=1e-3)
 
 
 # ------------------------------------------------------------ det, slogdet, inv, solve
@@ -220,9 +223,12 @@ def test_det_slogdet(contiguous):
     run(torch.logdet, a @ a.mT)
     run(torch.linalg.det, torch.zeros(2, 0, 0))
     run(torch.linalg.slogdet, torch.zeros(0, 0))
-    s = torch.tensor([[1.0, 2, 3], [2, 4, 6], [1, 1, 1]])
-    run(torch.linalg.det, s)
-    run(torch.linalg.slogdet, s)
+    # Singular with exact elimination whichever of A, A^T gets factorized (no
+    # rounding decides whether a pivot is zero).
+    s = torch.tensor([[2.0, 4, 1], [1, 2, 3], [4, 8, 1]])
+    for x in (s, s.mT):
+        run(torch.ops.aten._linalg_det, x)
+        run(torch.ops.aten._linalg_slogdet, x)
 
 
 def test_det_backward():
@@ -300,5 +306,9 @@ def test_matrix_exp_edges_and_backward():
     run(torch.linalg.matrix_exp, torch.zeros(4, 4))
     run(torch.linalg.matrix_exp, torch.zeros(2, 0, 0))
     run(torch.linalg.matrix_exp, make((1, 1)))
-    run(torch.linalg.matrix_exp, make((3, 3)).bfloat16(), rtol=3e-2, atol=3e-2)
+    # Half types are computed in float32 (CPU works in the half type itself).
+    x = make((3, 3)).bfloat16()
+    got = torch.linalg.matrix_exp(x.to("tpu"))
+    assert got.dtype == torch.bfloat16
+    assert_close(got.cpu(), torch.linalg.matrix_exp(x.float()).bfloat16())
     check_grads(torch.linalg.matrix_exp, make((4, 4), seed=17), **TOL)

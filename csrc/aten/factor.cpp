@@ -6,7 +6,7 @@
 // linalg_matrix_exp. The lowerings are in lowering/factor.*.
 //
 // Results match the CPU kernels, including which matrix gets factorized:
-// ATen's det/slogdet/solve factor A^T when A is contiguous, and their
+// ATen's det/slogdet factor A^T when A is contiguous, and their
 // backward formulas rely on that. Errors that depend on the data
 // (singular/not positive-definite inputs of the raising variants) read `info`
 // back through at::_linalg_check_errors, as ATen does. Complex inputs run on
@@ -184,8 +184,8 @@ std::tuple<at::Tensor, at::Tensor> cholesky_ex_op(const char* name, const at::Te
     return {L, info};
   }
   run(name, A.device().index(), {L, info}, [&](Program& p, ir::Graph& g) {
-    ir::Value l = lw::cholesky(g, p.read(A), upper);
-    return Values{l, lw::cholesky_info(g, l)};
+    lw::CholeskyFactors f = lw::cholesky(g, p.read(A), upper);
+    return Values{f.factor, f.info};
   });
   return {L, info};
 }
@@ -504,8 +504,8 @@ at::Tensor& linalg_lu_solve_out(const at::Tensor& LU, const at::Tensor& pivots, 
 
 // ------------------------------------------------------------ built on LU
 
-// The matrix ATen factorizes for det/slogdet/solve/inv: A^T when A is
-// contiguous (saves the CPU a copy; the backward formulas assume it).
+// The matrix ATen factorizes for det/slogdet: A^T when A is contiguous (saves
+// the CPU a copy; the backward formulas assume it). solve/inv factor A.
 bool factor_transposed(const at::Tensor& A) { return A.is_contiguous() && !A.is_complex(); }
 
 ir::Value factor_input(Program& p, const at::Tensor& A, bool transposed) {
@@ -587,8 +587,8 @@ std::tuple<at::Tensor, at::Tensor> inv_ex_op(const at::Tensor& A, bool check_err
   c10::DeviceGuard guard(A.device());
   at::Tensor inv = output(name, inv_out, A.sizes(), A.scalar_type(), A.device());
   at::Tensor info = output(name, info_out, batch_sizes(A), at::kInt, A.device());
-  // As ATen: solve A X = I through the LU factors of A^T when A is contiguous.
-  bool transposed = factor_transposed(A);
+  // As ATen: solve A X = I through the LU factors of A.
+  bool transposed = false;
   run(name, A.device().index(), {inv, info}, [&](Program& p, ir::Graph& g) {
     if (A.numel() == 0) return Values{{}, zeros(g, ir::DType::S32, info.sizes())};
     lw::LUFactors f = lw::lu_factor(g, factor_input(p, A, transposed));
@@ -634,7 +634,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> solve_ex_op(const at:
   at::Tensor LU = output(name, LU_out, A.sizes(), A.scalar_type(), A.device());
   at::Tensor piv = output(name, piv_out, A.sizes().slice(0, A.dim() - 1), at::kInt, A.device());
   at::Tensor info = output(name, info_out, batch_sizes(A), at::kInt, A.device());
-  bool transposed = factor_transposed(A);
+  bool transposed = false;  // this ATen version factors A itself here (its backward expects that)
   run(name, A.device().index(), {X, LU, piv, info}, [&](Program& p, ir::Graph& g) {
     if (A.numel() == 0) return Values{{}, {}, {}, zeros(g, ir::DType::S32, info.sizes())};
     lw::LUFactors f = lw::lu_factor(g, factor_input(p, A, transposed));

@@ -116,26 +116,54 @@ Value batched_matmul(Graph& g, Value a, Value b) {
 
 // ------------------------------------------------------------ Cholesky
 
-Value cholesky(Graph& g, Value a, bool upper) {
-  // stablehlo.cholesky reads one triangle; the upper factor of A is the
-  // transposed lower factor of A^T (whose lower triangle is A's upper one).
-  if (upper) return matrix_transpose(g, lowering::cholesky(g, matrix_transpose(g, a), false));
-  return tril(g, ir::cholesky(g, a, /*lower=*/true));
-}
-
-Value cholesky_info(Graph& g, Value factor) {
-  Value d = diagonal(g, factor);
-  const Shape s = g.type(d).shape;
+CholeskyFactors cholesky(Graph& g, Value a, bool upper) {
+  // The upper factor of A is the transposed lower factor of A^T (whose lower
+  // triangle is A's upper one).
+  if (upper) {
+    CholeskyFactors f = lowering::cholesky(g, matrix_transpose(g, a), false);
+    return {matrix_transpose(g, f.factor), f.info};
+  }
+  // Left-looking column by column, as LAPACK's potf2 (stablehlo.cholesky
+  // would turn a whole failed matrix into NaNs, losing info): column j of L is
+  // (a[:, j] - L[:, :j] L[j, :j]^T) / sqrt(a[j, j] - |L[j, :j]|^2).
+  const Shape s = g.type(a).shape;
   int64_t r = static_cast<int64_t>(s.size());
-  int64_t n = s[r - 1];
-  // Not > 0 (NaN included): the factorization stopped at this column.
-  Value bad = ir::unary(g, "stablehlo.not", cmp(g, d, fill(g, d, 0), Compare::GT));
-  Value order = add(g, ir::iota(g, DType::S32, s, r - 1), ir::full(g, DType::S32, 1, s));
-  Value none = ir::full(g, DType::S32, static_cast<double>(n + 1), s);
-  Value first = ir::reduce(g, ir::select(g, bad, order, none), ir::constant_int(g, DType::S32, n + 1), {r - 1},
-                           ir::Combiner::Min);
-  Value ok = cmp(g, first, fill(g, first, static_cast<double>(n + 1)), Compare::EQ);
-  return ir::select(g, ok, fill(g, first, 0), first);
+  int64_t n = s[r - 1], B = batch_numel(s);
+  DType dt = g.type(a).dtype;
+  Value info0 = ir::full(g, DType::S32, 0, {B});
+  auto out = ir::fori_loop(g, n, {flatten_batch(g, a), info0}, [&](Graph& q, Value j, const std::vector<Value>& c) {
+    Value A = c[0], info = c[1];
+    Value zero = ir::constant_int(q, DType::S64, 0);
+    Shape mat{B, n, n}, vec{B, n};
+    Value idx = ir::iota(q, DType::S64, vec, 1);
+    Value jv = splat_scalar(q, j, vec);
+    Value row = ir::reshape(q, ir::dynamic_slice(q, A, {zero, j, zero}, {B, 1, n}), vec);
+    Value lrow = ir::select(q, cmp(q, idx, jv, Compare::LT), row, fill(q, row, 0));
+    Value ajj = sub(q, ir::reshape(q, ir::dynamic_slice(q, A, {zero, j, j}, {B, 1, 1}), {B}),
+                    ir::reduce(q, mul(q, lrow, lrow), ir::constant(q, dt, 0), {1}, ir::Combiner::Add));
+    Value active = cmp(q, info, fill(q, info, 0), Compare::EQ);
+    Value ok = cmp(q, ajj, fill(q, ajj, 0), Compare::GT);  // false for NaN
+    Value proceed = both(q, active, ok);
+    Value failed = both(q, active, ir::unary(q, "stablehlo.not", ok));
+    Value j1 = add(q, ir::convert(q, j, DType::S32), ir::constant_int(q, DType::S32, 1));
+    info = ir::select(q, failed, splat_scalar(q, j1, {B}), info);
+    Value col = ir::reshape(q, ir::dynamic_slice(q, A, {zero, zero, j}, {B, n, 1}), vec);
+    Value left = ir::select(q, cmp(q, ir::iota(q, DType::S64, mat, 2), splat_scalar(q, j, mat), Compare::LT), A,
+                            fill(q, A, 0));
+    Value mv = ir::dot_general(q, left, lrow, {0}, {0}, {2}, {1}, dt);
+    Value d = ir::unary(q, "stablehlo.sqrt", ajj);
+    Value db = bcast(q, d, vec, {0});
+    Value scaled = mul(q, sub(q, col, mv), div(q, fill(q, db, 1), db));
+    Value at_j = cmp(q, idx, jv, Compare::EQ), below = cmp(q, idx, jv, Compare::GT);
+    Value done_col = ir::select(q, below, scaled, ir::select(q, at_j, db, col));
+    // A failed column keeps a[j, j] - |L[j, :j]|^2 on the diagonal (as potf2).
+    Value failed_col = ir::select(q, at_j, bcast(q, ajj, vec, {0}), col);
+    Value new_col = ir::select(q, bcast(q, proceed, vec, {0}), done_col,
+                               ir::select(q, bcast(q, failed, vec, {0}), failed_col, col));
+    A = ir::dynamic_update_slice(q, A, ir::reshape(q, new_col, {B, n, 1}), {zero, zero, j});
+    return std::vector<Value>{A, info};
+  });
+  return {tril(g, ir::reshape(g, out[0], s)), ir::reshape(g, out[1], batch_of(s))};
 }
 
 Value cholesky_solve(Graph& g, Value b, Value factor, bool upper) {

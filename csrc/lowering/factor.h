@@ -33,12 +33,14 @@ ir::Value batched_matmul(ir::Graph& g, ir::Value a, ir::Value b);
 
 // The Cholesky factor of symmetric positive-definite matrices: lower (A = L L^H,
 // reading A's lower triangle) or upper (A = U^H U, reading the upper one); the
-// other triangle is zero.
-ir::Value cholesky(ir::Graph& g, ir::Value a, bool upper);
-// LAPACK's info for a factor from cholesky(): the 1-based order of the first
-// leading minor that is not positive-definite (first diagonal element that is
-// not > 0), 0 when none. s32 [batch...].
-ir::Value cholesky_info(ir::Graph& g, ir::Value factor);
+// other triangle is zero. As LAPACK's potrf: `info` (s32 [batch...]) is the
+// 1-based order of the first leading minor that is not positive-definite (0
+// when none); the factorization of that matrix stops there, leaving its later
+// columns as they were in A.
+struct CholeskyFactors {
+  ir::Value factor, info;
+};
+CholeskyFactors cholesky(ir::Graph& g, ir::Value a, bool upper);
 // Solves A X = B given A's Cholesky factor (lower or upper).
 ir::Value cholesky_solve(ir::Graph& g, ir::Value b, ir::Value factor, bool upper);
 
