@@ -246,7 +246,8 @@ def test_inv(dtype):
     run(torch.linalg.inv, a.mT)  # non-contiguous: the other factorization
     run(torch.inverse, a[0])
     run(torch.linalg.inv_ex, torch.zeros(2, 0, 0))
-    check_grads(torch.linalg.inv, a, **TOL)
+    if dtype == torch.float32:
+        check_grads(torch.linalg.inv, a, **TOL)
 
 
 def test_inv_singular():
