@@ -519,3 +519,30 @@ Value pad_interior(Graph& g, Value x, Value padding_value, const Dims& low, cons
 }
 
 }  // namespace tpu::ir
+
+// ---- linalg factor builders
+namespace tpu::ir {
+
+Value cholesky(Graph& g, Value a, bool lower) {
+  const Type& t = g.type(a);
+  require(t.rank() >= 2 && t.shape[t.rank() - 1] == t.shape[t.rank() - 2], "cholesky of a non-square operand");
+  return g.add("stablehlo.cholesky", {a}, t, std::string("lower = ") + (lower ? "true" : "false"));
+}
+
+Value triangular_solve(Graph& g, Value a, Value b, bool left_side, bool lower, bool unit_diagonal,
+                       bool transpose_a) {
+  const Type& ta = g.type(a);
+  const Type& tb = g.type(b);
+  require(ta.rank() >= 2 && ta.rank() == tb.rank() && ta.dtype == tb.dtype, "triangular_solve operand types");
+  int64_t r = ta.rank();
+  require(ta.shape[r - 1] == ta.shape[r - 2], "triangular_solve of a non-square a");
+  require(tb.shape[left_side ? r - 2 : r - 1] == ta.shape[r - 1], "triangular_solve: a and b do not match");
+  for (int64_t d = 0; d < r - 2; ++d) require(ta.shape[d] == tb.shape[d], "triangular_solve batch dims differ");
+  auto flag = [](bool v) { return v ? "true" : "false"; };
+  return g.add("stablehlo.triangular_solve", {a, b}, tb,
+               std::string("left_side = ") + flag(left_side) + ", lower = " + flag(lower) +
+                   ", unit_diagonal = " + flag(unit_diagonal) + ", transpose_a = #stablehlo<transpose " +
+                   (transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE") + ">");
+}
+
+}  // namespace tpu::ir

@@ -112,3 +112,19 @@ Value constant_tensor(Graph& g, DType dtype, const Shape& shape, const std::vect
 Value pad_interior(Graph& g, Value x, Value padding_value, const Dims& low, const Dims& high, const Dims& interior);
 
 }  // namespace tpu::ir
+
+// ---- linalg factor builders
+namespace tpu::ir {
+
+// Cholesky factor of each matrix of `a` ([batch..., n, n]). Only the `lower`
+// (or upper) triangle of `a` is read; the other triangle of the result is
+// unspecified (callers mask it). Not positive-definite: NaNs, no error.
+Value cholesky(Graph& g, Value a, bool lower);
+// Solves op(a) x = b (left_side) or x op(a) = b for triangular `a`
+// ([batch..., n, n]; b [batch..., n, k] or [batch..., k, n], same batch dims),
+// op = transpose when `transpose_a`. Reads only the `lower`/upper triangle of a,
+// and not its diagonal when `unit_diagonal`. Returns x, shaped like b.
+Value triangular_solve(Graph& g, Value a, Value b, bool left_side, bool lower, bool unit_diagonal,
+                       bool transpose_a);
+
+}  // namespace tpu::ir
