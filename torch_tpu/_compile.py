@@ -262,9 +262,12 @@ class CompiledGraph:
             raise
         flat = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
         program = None
-        if all(_is_tpu(o) or o is None for o in flat) and torch.equal(rng_before, _rng_state(device)):
+        # Integer outputs (sizes a forward graph saves for its backward) follow from the
+        # signature, which holds every integer input: the program returns them as constants.
+        if all(_is_tpu(o) or o is None or type(o) is int for o in flat) and \
+                torch.equal(rng_before, _rng_state(device)):
             try:
-                program = _C._end_capture(device, token, inputs, [o for o in flat if o is not None])
+                program = _C._end_capture(device, token, inputs, [o for o in flat if _is_tpu(o)])
             except RuntimeError:
                 _C._set_eager_mode(previous)
                 raise
@@ -274,20 +277,21 @@ class CompiledGraph:
             self.op_by_op.add(signature)
             _stats["compile_eager_graphs"] += 1
         else:
-            self.programs[signature] = (program, (type(outputs), [o is None for o in flat]))
+            self.programs[signature] = (program, (type(outputs), [o if not _is_tpu(o) else _TENSOR for o in flat]))
             _stats["compiled_graphs"] += 1
         return outputs
 
     @staticmethod
     def _assemble(layout, results):
-        kind, is_none = layout
+        kind, slots = layout
         it = iter(results)
-        flat = [None if none else next(it) for none in is_none]
+        flat = [next(it) if slot is _TENSOR else slot for slot in slots]
         if kind in (list, tuple):
             return kind(flat)
         return flat[0]
 
 
+_TENSOR = object()  # a program result in a sealed graph's output layout
 _EXACT = object()  # a padded call that must run with exact shapes instead
 
 
