@@ -207,6 +207,19 @@ _IGNORED = {aten._assert_tensor_metadata.default, aten._assert_scalar.default,
 _PREFIX_SCANS = {aten.cumsum.default, aten.cumprod.default, aten.cummax.default, aten.cummin.default}
 
 
+def _tensor_overload(target):
+    """aten.mul.Scalar -> aten.mul.Tensor: the overload taking a 0-d tensor for the number."""
+    packet = getattr(target, "overloadpacket", None)
+    if packet is None:
+        return None
+    if target._overloadname in ("Tensor", "self", "Tensor_Tensor"):
+        return target
+    for name in ("Tensor", "Tensor_Tensor", "self"):
+        if hasattr(packet, name):
+            return getattr(packet, name)
+    return None
+
+
 def _is_sym_op(target):
     if target is operator.getitem:
         return False
@@ -241,6 +254,7 @@ class Plan:
         self.symbols = set()
         self.shape_env = None
         self.mutated_placeholders = set()
+        self.value_exprs = {}  # symbolic values used as numbers -> "int" / "float" / "bool"
         self.saved_inputs = set()  # placeholders that a padded forward graph hands over padded
         self.guard_cache = {}
         try:
@@ -286,7 +300,7 @@ class Plan:
             for i, a in enumerate(list(node.args) + list(node.kwargs.values())):
                 if _contains_symint_node(a) and (target not in _SIZE_ARG_OPS or (i > 0 and target in _VALUE_AFTER_SIZE)
                                                  or (target in _ARANGES and i != 1)):
-                    raise Unsupported(f"symbolic size used as a value in {target}")
+                    self._value_arg(node, i, a)
             self.layouts[node] = self._rule(node, target, val)
 
     def _collect_symbols(self, val):
@@ -430,6 +444,21 @@ class Plan:
             return dst
         raise Unsupported(str(target))
 
+    def _value_arg(self, node, i, a):
+        """A size used as a number (a mean's backward divides by the length): the real
+        value enters the program as a 0-d input instead of the bucket."""
+        target = node.target
+        if not (isinstance(a, torch.fx.Node) and i < len(node.args) and torch.Tag.pointwise in target.tags
+                and _tensor_overload(target) is not None):
+            raise Unsupported(f"symbolic size used as a value in {target}")
+        expr = sympy.sympify(a.meta["val"].node.expr)
+        if expr.free_symbols - self.symbols or any(not str(s).startswith("s") for s in expr.free_symbols):
+            raise Unsupported(f"symbolic size used as a value in {target}")
+        kind = "float" if isinstance(a.meta["val"], torch.SymFloat) else \
+            "bool" if isinstance(a.meta["val"], torch.SymBool) else "int"
+        node.meta.setdefault("tpu_value_args", []).append((i, expr))
+        self.value_exprs.setdefault(expr, kind)
+
     def _mark(self, node, action):
         if action is not None:
             node.meta["tpu_pad_action"] = action
@@ -522,12 +551,11 @@ class Plan:
         if len(src[dim]) != 1 or step != 1 or not isinstance(start, int) or start < 0:
             raise Unsupported("slice of a padded dim")
         end = args[3]
-        e = out[dim][0]
-        if _same(e, src[dim][0] - start) and (end is None or isinstance(end, torch.fx.Node) or end >= 2 ** 62):
-            return tuple(src[:dim]) + (out[dim],) + tuple(src[dim + 1:])
-        if e.is_Integer and isinstance(end, int) and 0 <= end < 2 ** 62:
-            return tuple(src[:dim]) + (out[dim],) + tuple(src[dim + 1:])
-        raise Unsupported("slice of a padded dim")
+        if isinstance(end, int) and end < 0:
+            raise Unsupported("slice of a padded dim from its end")
+        # out[i] = x[start + i]: its real rows are real rows of x (Dynamo guarantees the
+        # real end fits; the guards, checked at the buckets, that the padded one does).
+        return tuple(src[:dim]) + (out[dim],) + tuple(src[dim + 1:])
 
     def _cat(self, node, val):
         tensors = [t for t in node.args[0]]
@@ -635,11 +663,12 @@ def _fill_value(kind, dtype):
 class PaddedInterpreter(torch.fx.Interpreter):
     """Runs a graph on padded tensors, applying the plan's masking actions."""
 
-    def __init__(self, plan, padded, real):
+    def __init__(self, plan, padded, real, values):
         super().__init__(plan.gm, garbage_collect_values=True)
         self.plan = plan
         self.padded = padded  # factor expr -> padded int
         self.real = real      # factor expr -> 0-d int64 tpu tensor (a program input)
+        self.values = values  # symbolic value used as a number -> its real value (0-d, a program input)
         self._masks = {}
 
     def psize(self, f):
@@ -701,6 +730,8 @@ class PaddedInterpreter(torch.fx.Interpreter):
 
     def run_node(self, n):
         action = n.meta.get("tpu_pad_action")
+        if n.op == "call_function" and "tpu_value_args" in n.meta:
+            return self._with_values(n)
         if n.op != "call_function" or action is None:
             return super().run_node(n)
         args, kwargs = self.fetch_args_kwargs_from_env(n)
@@ -731,6 +762,22 @@ class PaddedInterpreter(torch.fx.Interpreter):
         if action == "cat_real":
             return self._cat(n, args, kwargs)
         raise AssertionError(action)
+
+    def _with_values(self, n):
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        args = list(args)
+        like = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        for i, expr in n.meta["tpu_value_args"]:
+            v = self.values[expr]
+            if like is not None:
+                if like.is_floating_point() or like.is_complex():
+                    v = v.to(like.dtype)
+                elif v.is_floating_point():
+                    v = v.to(torch.get_default_dtype())
+                elif like.dtype != torch.bool and v.dtype != torch.bool:
+                    v = v.to(like.dtype)
+            args[i] = v
+        return _tensor_overload(n.target)(*args, **kwargs)
 
     def _reduce(self, n, args, kwargs):
         target = n.target
@@ -806,6 +853,16 @@ class PaddedInterpreter(torch.fx.Interpreter):
 
 def eval_expr(e, values):
     return int(e.xreplace(values)) if e.free_symbols else int(e)
+
+
+def value_tensor(e, kind, values):
+    """The real value of a symbolic number, as a 0-d CPU tensor (uploaded as a program input)."""
+    v = e.xreplace({s: sympy.Integer(x) for s, x in values.items()})
+    if kind == "float":
+        return torch.tensor(float(v), dtype=torch.get_default_dtype())
+    if kind == "bool":
+        return torch.tensor(bool(v))
+    return torch.tensor(int(v), dtype=torch.int64)
 
 
 class Binding:

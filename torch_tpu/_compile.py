@@ -150,10 +150,14 @@ class CompiledGraph:
         n = len(new_args)
         padded_sizes = {f: ev(f, padded) for f in plan.real_exprs}
         extra = [torch.tensor(ev(f, real), dtype=torch.int64) for f in plan.real_exprs]
+        numbers = list(plan.value_exprs.items())
+        extra += [_buckets.value_tensor(e, kind, real) for e, kind in numbers]
+        k = n + len(plan.real_exprs)
 
         def run_padded(*all_args):
-            reals = dict(zip(plan.real_exprs, all_args[n:]))
-            return _buckets.PaddedInterpreter(plan, padded_sizes, reals).run(*all_args[:n])
+            reals = dict(zip(plan.real_exprs, all_args[n:k]))
+            values = dict(zip((e for e, _ in numbers), all_args[k:]))
+            return _buckets.PaddedInterpreter(plan, padded_sizes, reals, values).run(*all_args[:n])
 
         key = ("padded",) + tuple(sorted((str(s), v) for s, v in padded.items()))
         outputs = self._run(new_args + extra, run_padded, key)
