@@ -178,7 +178,7 @@ _POINTWISE_EXTRA = {
     aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar,
     aten._to_copy.default, aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default,
     aten.full_like.default, aten.zeros_like.default, aten.ones_like.default, aten.empty_like.default,
-    aten.masked_fill.Scalar, aten.masked_fill.Tensor, aten.detach.default,
+    aten.masked_fill.Scalar, aten.masked_fill.Tensor, aten.detach.default, torch.ops.prims.convert_element_type.default,
 }
 _CREATION = {
     aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
@@ -197,11 +197,15 @@ _REDUCTIONS = {
     aten.logsumexp.default: "min", aten._softmax.default: "min", aten._log_softmax.default: "min",
     aten.var.correction: "var", aten.var_mean.correction: "var",
 }
-_SIZE_ARG_OPS = _VIEWS | _CREATION | {aten.expand.default, aten.slice.Tensor, aten.sym_size.int}
-# creation ops whose second argument is a fill value, not a size
-_VALUE_AFTER_SIZE = {aten.full.default, aten.new_full.default}
-# arange's start and step must stay constants: only its end may be a symbolic size
-_ARANGES = {aten.arange.start, aten.arange.start_step}
+# where a symbolic size may appear as a size (padded sizes are the bucket values there)
+_SIZE_ARGS = {
+    aten.view.default: {1}, aten._unsafe_view.default: {1}, aten.reshape.default: {1}, aten.expand.default: {1},
+    aten.full.default: {0}, aten.zeros.default: {0}, aten.ones.default: {0}, aten.empty.memory_format: {0},
+    aten.empty_strided.default: {0, 1}, aten.new_full.default: {1}, aten.new_zeros.default: {1},
+    aten.new_ones.default: {1}, aten.new_empty.default: {1}, aten.new_empty_strided.default: {1, 2},
+    aten.arange.default: {0}, aten.arange.start: {1}, aten.arange.start_step: {1},
+    aten.slice.Tensor: {3},  # the end only: a symbolic start would shift the rows
+}
 _IGNORED = {aten._assert_tensor_metadata.default, aten._assert_scalar.default,
             aten.sym_constrain_range_for_size.default}
 _PREFIX_SCANS = {aten.cumsum.default, aten.cumprod.default, aten.cummax.default, aten.cummin.default}
@@ -292,14 +296,17 @@ class Plan:
                 continue
             if node.op == "output":
                 continue
+            if node.op == "get_attr":  # a constant: static sizes
+                if _is_tensor_val(val):
+                    self.layouts[node] = _plain_layout(val)
+                continue
             if node.op != "call_function":
                 raise Unsupported(f"{node.op} node")
             if _is_sym_op(node.target) or node.target in _IGNORED:
                 continue
             target = node.target
             for i, a in enumerate(list(node.args) + list(node.kwargs.values())):
-                if _contains_symint_node(a) and (target not in _SIZE_ARG_OPS or (i > 0 and target in _VALUE_AFTER_SIZE)
-                                                 or (target in _ARANGES and i != 1)):
+                if _contains_symint_node(a) and i not in _SIZE_ARGS.get(target, ()):
                     self._value_arg(node, i, a)
             self.layouts[node] = self._rule(node, target, val)
 
@@ -448,8 +455,8 @@ class Plan:
         """A size used as a number (a mean's backward divides by the length): the real
         value enters the program as a 0-d input instead of the bucket."""
         target = node.target
-        if not (isinstance(a, torch.fx.Node) and i < len(node.args) and torch.Tag.pointwise in target.tags
-                and _tensor_overload(target) is not None):
+        if not (isinstance(a, torch.fx.Node) and i < len(node.args) and (target is aten.scalar_tensor.default or (
+                torch.Tag.pointwise in getattr(target, "tags", ()) and _tensor_overload(target) is not None))):
             raise Unsupported(f"symbolic size used as a value in {target}")
         expr = sympy.sympify(a.meta["val"].node.expr)
         if expr.free_symbols - self.symbols or any(not str(s).startswith("s") for s in expr.free_symbols):
@@ -766,6 +773,9 @@ class PaddedInterpreter(torch.fx.Interpreter):
     def _with_values(self, n):
         args, kwargs = self.fetch_args_kwargs_from_env(n)
         args = list(args)
+        if n.target is aten.scalar_tensor.default:
+            (_, expr), = n.meta["tpu_value_args"]
+            return self.values[expr].to(kwargs.get("dtype") or torch.get_default_dtype())
         like = next((a for a in args if isinstance(a, torch.Tensor)), None)
         for i, expr in n.meta["tpu_value_args"]:
             v = self.values[expr]
