@@ -113,7 +113,6 @@ def set_dynamic_buckets(spec):
     """
     global _policy
     _policy = _Policy("pow2" if spec is True else ("off" if spec is None or spec is False else spec))
-    _generation[0] += 1
 
 
 def get_dynamic_buckets():
@@ -123,9 +122,6 @@ def get_dynamic_buckets():
 
 def policy():
     return _policy
-
-
-_generation = [0]  # bumps when the policy changes: plans re-choose their buckets
 
 
 class Unsupported(Exception):

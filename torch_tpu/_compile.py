@@ -162,6 +162,7 @@ class CompiledGraph:
         key = ("padded",) + tuple(sorted((str(s), v) for s, v in padded.items()))
         outputs = self._run(new_args + extra, run_padded, key)
         _stats["padded_calls"] += 1
+        self.last_padding = (real, padded)  # for a backward graph that has to run exact
         for a, p, layout in write_back:
             a.copy_(_buckets.unpad(p, layout, real, padded))
         return self._slice_outputs(plan, outputs, real, padded)
@@ -191,7 +192,9 @@ class CompiledGraph:
         real = _buckets.bind_symbols(self.gm, args, plan)
         if real is None:
             return args
-        padded = {s: _buckets.policy().bucket(v) for s, v in real.items()}
+        last = getattr(self.forward, "last_padding", None)
+        padded = last[1] if last is not None and last[0] == real else \
+            {s: _buckets.policy().bucket(v) for s, v in real.items()}
         args = list(args)
         for k, node in enumerate(self._placeholders()):
             a = args[k]
