@@ -206,6 +206,16 @@ def test_unsupported_op_runs_with_exact_shapes():
     assert reasons.get("aten.sort.default", 0) == unpadded.get("aten.sort.default", 0) + 1, reasons
 
 
+def test_forward_is_exact_when_its_backward_cannot_be_padded():
+    # cumsum pads; its backward flips along the padded dim, which does not: neither is padded.
+    before = _counts()
+    _compare(lambda x: x.cumsum(1) * 2, _batch((17, 20)), grads=True, padded=False)
+    after = _counts()
+    assert after[2] == before[2]
+    reasons = _compile.stats()["unpadded_graphs"]
+    assert any(r.startswith("backward: ") and "flip" in r for r in reasons), reasons
+
+
 def test_sizes_the_graph_cannot_take_run_exact():
     # A 24-row buffer sliced to the length: bucket 32 would not fit, so 20 runs exact.
     class Scale(torch.nn.Module):
