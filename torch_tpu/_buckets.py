@@ -499,7 +499,12 @@ class Plan:
 
     def _view(self, src, val):
         out = [_expr(d) for d in val.shape]
-        queue = [f for d in src for f in d if not _same(f, _ONE)]
+        queue = []
+        for f in (f for d in src for f in d if not _same(f, _ONE)):
+            if queue and f.is_Integer and queue[-1].is_Integer:  # static runs regroup freely
+                queue[-1] = queue[-1] * f
+            else:
+                queue.append(f)
         result = []
         for e in out:
             if _same(e, _ONE):
@@ -517,8 +522,8 @@ class Plan:
                     product = product * f
                     continue
                 ratio = sympy.simplify(f / need)
-                if ratio.is_Integer and int(ratio) > 1 and (need.is_Integer or not _padded_factor(ratio)):
-                    # split f = need * ratio (row-major: need is the major part)
+                if ratio.is_Integer and int(ratio) > 1:
+                    # split f = need * ratio, need the major part: a prefix of f's rows stays one
                     taken.append(need)
                     queue.insert(0, ratio)
                     product = product * need
