@@ -876,14 +876,6 @@ def value_tensor(e, kind, values):
     return torch.tensor(int(v), dtype=torch.int64)
 
 
-class Binding:
-    """Real and padded values of one call's symbols."""
-
-    def __init__(self, real, padded):
-        self.real = real
-        self.padded = padded
-
-
 def bind_symbols(gm, args, plan):
     """The real value of every symbol, from the call's ints and (unpadded) tensors."""
     values = {}
