@@ -17,11 +17,22 @@ import torch
 
 from . import _C
 
-_stats = {"compiled_graphs": 0, "captures": 0, "replays": 0, "compile_eager_graphs": 0}
+from . import _buckets
+
+_stats = {"compiled_graphs": 0, "captures": 0, "replays": 0, "compile_eager_graphs": 0,
+          # dynamic shapes (see _buckets.py): calls run padded to a bucket, calls that had
+          # symbolic sizes but ran with exact shapes, and why (graphs counted once per reason)
+          "padded_calls": 0, "exact_dynamic_calls": 0, "unpadded_graphs": {}}
 
 
 def stats():
-    return dict(_stats)
+    out = dict(_stats)
+    out["unpadded_graphs"] = dict(_stats["unpadded_graphs"])
+    return out
+
+
+def _count_unpadded(reason):
+    _stats["unpadded_graphs"][reason] = _stats["unpadded_graphs"].get(reason, 0) + 1
 
 
 def _is_tpu(t):
@@ -52,21 +63,158 @@ def _rng_state(device):
 
 
 class CompiledGraph:
-    """One AOTAutograd graph (forward or backward) on tpu."""
+    """One AOTAutograd graph (forward, backward or inference) on tpu."""
 
-    def __init__(self, gm):
+    def __init__(self, gm, forward=None):
         self.gm = gm
         self.programs = {}   # signature -> (sealed program, output layout)
         self.op_by_op = set()  # signatures that could not be sealed
+        self.forward = forward    # a backward graph's forward graph: it hands over padded tensors
+        self.backward = None
+        self._analysis = None
+        self._plan = None
+        if forward is not None:
+            forward.backward = self
 
-    def _run_fused(self, args):
-        from . import modes
-        with modes.eager_mode("fused"):
-            return self.gm(*args)
+    # -- dynamic shapes
+    def analysis(self):
+        """The padding analysis of this graph alone (layouts, supported or why not)."""
+        if self._analysis is None:
+            layouts, saved = {}, set()
+            fw = self.forward.analysis() if self.forward is not None else None
+            if fw is not None and fw.supported:
+                layouts, saved = _handover_layouts(fw, self.gm)
+            plan = _buckets.Plan(self.gm, layouts)
+            plan.saved_inputs = saved
+            plan.forward_padded = fw is not None and fw.supported
+            self._analysis = plan
+        return self._analysis
+
+    def plan(self):
+        """The analysis, also unsupported when the paired backward graph cannot be padded."""
+        if self._plan is None:
+            plan = self.analysis()
+            if plan.supported and self.backward is not None and not self.backward.analysis().supported:
+                plan.reason = "backward: " + self.backward.analysis().reason
+            if not plan.supported and plan.reason != "static":
+                _count_unpadded(plan.reason)
+            self._plan = plan
+        return self._plan
 
     def __call__(self, *args):
+        if _buckets.policy().enabled:
+            plan = self.plan()
+            if plan.supported:
+                result = self._call_padded(plan, args)
+                if result is not _EXACT:
+                    return result
+            if plan.reason != "static":
+                _stats["exact_dynamic_calls"] += 1
+        if self.forward is not None and self.analysis().forward_padded:
+            args = self._unpad_handover(args)
+        return self._run(args, self.gm, ())
+
+    def _placeholders(self):
+        return [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+
+    def _call_padded(self, plan, args):
+        real = _buckets.bind_symbols(self.gm, args, plan)
+        if real is None:
+            return _EXACT
+        padded = _buckets.choose_buckets(plan, real)
+        if padded is None:
+            return _EXACT
+        ev = _buckets.eval_expr
+        if any(ev(f, padded) < ev(f, real) for f in plan.real_exprs):
+            return _EXACT
+        new_args, write_back = [], []
+        for node, a in zip(self._placeholders(), args):
+            val = node.meta.get("val")
+            if isinstance(val, torch.SymInt):
+                new_args.append(ev(_buckets._expr(val), padded))
+            elif isinstance(a, torch.Tensor) and node in plan.layouts and plan.layouts[node] is not None:
+                layout = plan.layouts[node]
+                shape = tuple(a.shape)
+                if shape == _buckets.layout_shape(layout, padded):
+                    new_args.append(a)
+                elif shape == _buckets.layout_shape(layout, real) and a.device.type == "tpu":
+                    p = _buckets.pad(a, layout, real, padded)
+                    if node.name in plan.mutated_placeholders and p.untyped_storage().data_ptr() != \
+                            a.untyped_storage().data_ptr():
+                        write_back.append((a, p, layout))
+                    new_args.append(p)
+                else:
+                    return _EXACT
+            else:
+                new_args.append(a)
+        n = len(new_args)
+        padded_sizes = {f: ev(f, padded) for f in plan.real_exprs}
+        extra = [torch.tensor(ev(f, real), dtype=torch.int64) for f in plan.real_exprs]
+        numbers = list(plan.value_exprs.items())
+        extra += [_buckets.value_tensor(e, kind, real) for e, kind in numbers]
+        k = n + len(plan.real_exprs)
+
+        def run_padded(*all_args):
+            reals = dict(zip(plan.real_exprs, all_args[n:k]))
+            values = dict(zip((e for e, _ in numbers), all_args[k:]))
+            return _buckets.PaddedInterpreter(plan, padded_sizes, reals, values).run(*all_args[:n])
+
+        key = ("padded",) + tuple(sorted((str(s), v) for s, v in padded.items()))
+        outputs = self._run(new_args + extra, run_padded, key)
+        _stats["padded_calls"] += 1
+        self.last_padding = (real, padded)  # for a backward graph that has to run exact
+        for a, p, layout in write_back:
+            a.copy_(_buckets.unpad(p, layout, real, padded))
+        return self._slice_outputs(plan, outputs, real, padded)
+
+    def _slice_outputs(self, plan, outputs, real, padded):
+        out_node = next(n for n in self.gm.graph.nodes if n.op == "output")
+        nodes = out_node.args[0]
+        single = not isinstance(outputs, (list, tuple))
+        flat = [outputs] if single else list(outputs)
+        descs = out_node.meta.get("desc") or [None] * len(flat)
+        nodes = [nodes] if single else list(nodes)
+        result = []
+        for value, node, desc in zip(flat, nodes, descs):
+            val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+            if isinstance(val, torch.SymInt):
+                value = _buckets.eval_expr(_buckets._expr(val), real)
+            elif isinstance(value, torch.Tensor) and not type(desc).__name__.startswith("SavedForBackwards"):
+                value = _buckets.unpad(value, plan.layout(node), real, padded)
+            result.append(value)
+        if single:
+            return result[0]
+        return type(outputs)(result)
+
+    def _unpad_handover(self, args):
+        """Exact shapes for a backward graph whose forward graph ran padded."""
+        plan = self.analysis()
+        real = _buckets.bind_symbols(self.gm, args, plan)
+        if real is None:
+            return args
+        last = getattr(self.forward, "last_padding", None)
+        padded = last[1] if last is not None and last[0] == real else \
+            {s: _buckets.policy().bucket(v) for s, v in real.items()}
+        args = list(args)
+        for k, node in enumerate(self._placeholders()):
+            a = args[k]
+            if node.name in plan.saved_inputs and isinstance(a, torch.Tensor):
+                layout = plan.layouts.get(node)
+                if layout is not None and tuple(a.shape) != _buckets.layout_shape(layout, real):
+                    args[k] = _buckets.unpad(a, layout, real, padded)
+        return args
+
+    # -- sealing and replaying
+    def _run_fused(self, fn, args):
+        from . import modes
+        with modes.eager_mode("fused"):
+            return fn(*args)
+
+    def _run(self, args, fn, key):
         device = next((a.device.index for a in args if _is_tpu(a)), None)
         signature = _signature(args) if device is not None else None
+        if signature is not None:
+            signature = key + signature
         uploads = {}
         if signature is not None:
             # 0-d CPU tensors (an optimizer's step count) change every call: program
@@ -77,7 +225,7 @@ class CompiledGraph:
                     uploads[i] = a
                     args[i] = a.to(torch.device("tpu", device))
         if signature is None or signature in self.op_by_op:
-            return self._run_fused(args)
+            return self._run_fused(fn, args)
         inputs = [a for a in args if isinstance(a, torch.Tensor)]
         sealed = self.programs.get(signature)
         if sealed is not None:
@@ -85,7 +233,7 @@ class CompiledGraph:
             _stats["replays"] += 1
             outputs = self._assemble(layout, program.run(inputs))
         else:
-            outputs = self._capture(device, signature, args, inputs)
+            outputs = self._capture(fn, device, signature, args, inputs)
             sealed = self.programs.get(signature)
         if uploads:
             self._write_back(uploads, args, inputs, sealed)
@@ -106,7 +254,7 @@ class CompiledGraph:
             if not torch.equal(value, cpu):
                 cpu.copy_(value)
 
-    def _capture(self, device, signature, args, inputs):
+    def _capture(self, fn, device, signature, args, inputs):
         from . import modes
         _stats["captures"] += 1
         rng_before = _rng_state(device)
@@ -114,16 +262,19 @@ class CompiledGraph:
         token = _C._begin_capture(device)
         _C._set_eager_mode("fused")  # nothing pending: no cut
         try:
-            outputs = self.gm(*args)
+            outputs = fn(*args)
         except BaseException:
             _C._abandon_capture(device)
             _C._set_eager_mode(previous)
             raise
         flat = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
         program = None
-        if all(_is_tpu(o) or o is None for o in flat) and torch.equal(rng_before, _rng_state(device)):
+        # Integer outputs (sizes a forward graph saves for its backward) follow from the
+        # signature, which holds every integer input: the program returns them as constants.
+        if all(_is_tpu(o) or o is None or type(o) is int for o in flat) and \
+                torch.equal(rng_before, _rng_state(device)):
             try:
-                program = _C._end_capture(device, token, inputs, [o for o in flat if o is not None])
+                program = _C._end_capture(device, token, inputs, [o for o in flat if _is_tpu(o)])
             except RuntimeError:
                 _C._set_eager_mode(previous)
                 raise
@@ -133,22 +284,52 @@ class CompiledGraph:
             self.op_by_op.add(signature)
             _stats["compile_eager_graphs"] += 1
         else:
-            self.programs[signature] = (program, (type(outputs), [o is None for o in flat]))
+            self.programs[signature] = (program, (type(outputs), [o if not _is_tpu(o) else _TENSOR for o in flat]))
             _stats["compiled_graphs"] += 1
         return outputs
 
     @staticmethod
     def _assemble(layout, results):
-        kind, is_none = layout
+        kind, slots = layout
         it = iter(results)
-        flat = [None if none else next(it) for none in is_none]
+        flat = [next(it) if slot is _TENSOR else slot for slot in slots]
         if kind in (list, tuple):
             return kind(flat)
         return flat[0]
 
 
-def _graph_compiler(gm, example_inputs):
-    return CompiledGraph(gm)
+_TENSOR = object()  # a program result in a sealed graph's output layout
+_EXACT = object()  # a padded call that must run with exact shapes instead
+
+
+def _handover_layouts(fw_plan, bw_gm):
+    """Layouts of the tensors a padded forward graph hands to its backward graph: the
+    saved tensors (same node names in both graphs) stay padded; tangents (gradients of
+    the forward's user outputs, which were sliced) arrive with real sizes."""
+    fw_out = next(n for n in fw_plan.gm.graph.nodes if n.op == "output")
+    outputs = list(fw_out.args[0])
+    descs = fw_out.meta.get("desc") or [None] * len(outputs)
+    by_name, plain = {}, {}
+    for node, desc in zip(outputs, descs):
+        if not isinstance(node, torch.fx.Node):
+            continue
+        name = type(desc).__name__
+        if name.startswith("SavedForBackwards"):
+            by_name[node.name] = fw_plan.layout(node)
+        elif name == "PlainAOTOutput":
+            plain[desc.idx] = fw_plan.layout(node)
+    layouts, saved = {}, set()
+    for node in bw_gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        if node.name in by_name and by_name[node.name] is not None:
+            layouts[node.name] = by_name[node.name]
+            saved.add(node.name)
+        desc = node.meta.get("desc")
+        output = getattr(desc, "output", None)
+        if type(output).__name__ == "PlainAOTOutput" and plain.get(output.idx) is not None:
+            layouts[node.name] = plain[output.idx]
+    return layouts, saved
 
 
 def tpu_backend(gm, example_inputs, **kwargs):
@@ -156,7 +337,18 @@ def tpu_backend(gm, example_inputs, **kwargs):
     from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
 
-    backend = aot_autograd(fw_compiler=_graph_compiler, bw_compiler=_graph_compiler,
+    # The forward and backward graphs of one Dynamo graph are paired: a padded forward
+    # hands its saved tensors to the backward padded.
+    pair = {}
+
+    def forward_compiler(fw_gm, example_inputs):
+        pair["forward"] = CompiledGraph(fw_gm)
+        return pair["forward"]
+
+    def backward_compiler(bw_gm, example_inputs):
+        return CompiledGraph(bw_gm, forward=pair.get("forward"))
+
+    backend = aot_autograd(fw_compiler=forward_compiler, bw_compiler=backward_compiler,
                            decompositions=core_aten_decompositions(), keep_inference_input_mutations=True)
     return backend(gm, example_inputs, **kwargs)
 
