@@ -103,3 +103,22 @@ Value constant_tensor(Graph& g, DType dtype, const Shape& shape, const std::vect
 Value pad_interior(Graph& g, Value x, Value padding_value, const Dims& low, const Dims& high, const Dims& interior);
 
 }  // namespace tpu::ir
+
+// ---- complex/fft builders
+namespace tpu::ir {
+
+// complex(re, im) from two real tensors of one type (F32 -> C64, F64 -> C128).
+Value complex(Graph& g, Value re, Value im);
+// The real / imaginary part of a complex tensor (real(x) = x, imag(x) = 0 for real x).
+Value real(Graph& g, Value x);
+Value imag(Graph& g, Value x);
+// |x| of a complex tensor: a real tensor of x's part type.
+Value complex_abs(Graph& g, Value x);
+// stablehlo.fft over the innermost lengths.size() (1 to 3) dimensions. RFFT
+// takes a real operand and keeps n/2+1 entries of the last dimension; IRFFT
+// takes those and returns a real tensor whose last dimensions are `lengths`.
+// IFFT and IRFFT divide by the product of the lengths.
+enum class FftType { FFT, IFFT, RFFT, IRFFT };
+Value fft(Graph& g, Value x, FftType type, const Dims& lengths);
+
+}  // namespace tpu::ir
