@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-import torch_tpu  # noqa: F401
+import torch_tpu
 from support import make, check
 
 
@@ -168,6 +168,19 @@ def test_unsupported_ops_raise_naming_op_and_dtype():
         torch.floor_divide(t, t)
     with pytest.raises(TypeError, match="complex32"):
         torch.zeros(2, dtype=torch.complex32, device="tpu")
+
+
+def test_tpu_platform_rejects_complex128():
+    reason = torch_tpu._C._unsupported_dtype_reason("tpu", torch.complex128)
+    assert "complex128" in reason and "TPU" in reason
+    assert torch_tpu._C._unsupported_dtype_reason("tpu", torch.complex64) == ""
+
+
+def test_unfold_backward():
+    # Overlapping and gapped windows, along an inner dim.
+    for size, step in [(4, 2), (2, 3)]:
+        check_grads(lambda a: a.unfold(1, size, step), make((3, 9, 2)))
+        check_grads(lambda a: a.unfold(1, size, step), cmake((3, 9, 2)))
 
 
 def test_fallback_with_complex(allow_fallback):
