@@ -35,11 +35,11 @@ at::Tensor arith(const char* name, Binary op, const at::Tensor& self, const at::
                 "Use the `^` or `logical_xor()` operator instead.");
   // ATen's alpha rules: no float alpha for integers, no bool alpha for non-bools.
   TORCH_CHECK(!alpha.isBoolean() || compute == c10::kBool, "Boolean alpha only supported for Boolean results.");
-  TORCH_CHECK(c10::isFloatingType(compute) || alpha.isIntegral(true),
+  TORCH_CHECK(c10::isFloatingType(compute) || c10::isComplexType(compute) || alpha.isIntegral(true),
               "For integral input tensors, argument alpha must not be a floating point number.");
   // alpha travels as a third (scalar) operand so that it is a runtime parameter.
   std::vector<at::Tensor> inputs{self, other};
-  bool scaled = !scalar_is(alpha, 1);
+  bool scaled = alpha.isComplex() || !scalar_is(alpha, 1);
   if (scaled) inputs.push_back(at::scalar_tensor(alpha, at::TensorOptions().dtype(compute)));
   // Half types compute in float32 and round once, as ATen's kernels do (a
   // Python scalar such as 0.3 is not rounded to bfloat16 first).
@@ -218,10 +218,15 @@ at::Tensor unary_op(const char* op_name, Unary op, Accepts accepts, const at::Te
                 "Negation, the `-` operator, on a bool tensor is not supported. "
                 "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
   check_accepts(op_name, accepts, in);
+  TORCH_CHECK(!(op == Unary::Sign && c10::isComplexType(in) && std::string(op_name) == "sign"),
+              "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead.");
   c10::ScalarType result = lowering::unary_is_predicate(op) ? c10::kBool
                            : lowering::unary_needs_float(op) ? float_type_for(in)
                                                              : in;
-  c10::ScalarType compute = lowering::unary_is_predicate(op) ? in : lowering::opmath_type(result);
+  // |z| of a complex z is real.
+  bool complex_abs = op == Unary::Abs && c10::isComplexType(in);
+  if (complex_abs) result = c10::toRealValueType(in);
+  c10::ScalarType compute = lowering::unary_is_predicate(op) || complex_abs ? in : lowering::opmath_type(result);
   std::string name = variant(op_name, out, inplace);
   return elementwise(name.c_str(), {self}, compute, result,
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::unary(g, op, v[0]); },
@@ -707,7 +712,9 @@ at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const a
 at::Tensor activation(const char* op_name, std::vector<at::Tensor> tensors, const std::vector<c10::Scalar>& params,
                       const Build& build, const at::Tensor* out = nullptr, bool inplace = false) {
   c10::ScalarType common = tensors.size() == 1 ? tensors[0].scalar_type() : at::result_type(tensors[0], tensors[1]);
-  check_accepts(op_name, Accepts::Floating, common);
+  // tanh's gradient is also defined for complex (autograd of complex tanh).
+  if (!(c10::isComplexType(common) && std::string(op_name) == "tanh_backward"))
+    check_accepts(op_name, Accepts::Floating, common);
   for (const c10::Scalar& s : params) tensors.push_back(scalar_operand(s));
   std::string name = variant(op_name, out, inplace);
   return elementwise(name.c_str(), tensors, lowering::opmath_type(common), common, build, out, inplace);
@@ -953,7 +960,7 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
               value.dim(), " dimensions.");
   c10::DeviceGuard guard(self.device());
   Program p("fill_", self.device().index());
-  ir::Value v = p.read_as(value, self.scalar_type());
+  ir::Value v = read_operand(p, value, self.scalar_type());
   p.write(self, ir::broadcast_in_dim(p.graph(), v, to_shape(self.sizes()), {}));
   p.run();
   return self;
@@ -962,7 +969,7 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   c10::DeviceGuard guard(self.device());
   Program p("fill_", self.device().index());
-  ir::Value v = p.scalar(value, lowering::to_ir(self.scalar_type()));
+  ir::Value v = scalar_value(p, value, lowering::to_ir(self.scalar_type()));
   p.write(self, ir::broadcast_in_dim(p.graph(), v, to_shape(self.sizes()), {}));
   p.run();
   return self;
@@ -976,9 +983,56 @@ at::Tensor& zero_(at::Tensor& self) {
   return self;
 }
 
+// ------------------------------------------------------------ complex
+
+// torch.complex(real, imag): two floating tensors of one dtype.
+at::Tensor& complex_out(const at::Tensor& re, const at::Tensor& im, at::Tensor& out) {
+  c10::ScalarType t = re.scalar_type();
+  TORCH_CHECK(c10::isFloatingType(t) && t == im.scalar_type(),
+              "Expected both inputs to be Half, Float or Double tensors but got ", re.scalar_type(), " and ",
+              im.scalar_type());
+  TORCH_CHECK(t == c10::kFloat || t == c10::kDouble, "\"complex\" not implemented for '", c10::toString(t),
+              "' on tpu (complex32 is not supported)");
+  elementwise("complex.out", {re, im}, t, c10::toComplexType(t),
+              [](ir::Graph& g, const std::vector<ir::Value>& v) { return ir::complex(g, v[0], v[1]); }, &out, false);
+  return out;
+}
+
+at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {
+  c10::ScalarType t = abs.scalar_type();
+  TORCH_CHECK(c10::isFloatingType(t) && t == angle.scalar_type(),
+              "Expected both inputs to be Half, Float or Double tensors but got ", abs.scalar_type(), " and ",
+              angle.scalar_type());
+  TORCH_CHECK(t == c10::kFloat || t == c10::kDouble, "\"polar\" not implemented for '", c10::toString(t),
+              "' on tpu (complex32 is not supported)");
+  elementwise("polar.out", {abs, angle}, t, c10::toComplexType(t),
+              [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::polar(g, v[0], v[1]); }, &out,
+              false);
+  return out;
+}
+
+at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
+  c10::ScalarType t = self.scalar_type();
+  elementwise("conj_physical.out", {self}, t, t,
+              [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::conj(g, v[0]); }, &out, false);
+  return out;
+}
+
+at::Tensor& conj_physical_inplace(at::Tensor& self) {
+  if (!self.is_complex()) return self;
+  c10::ScalarType t = self.scalar_type();
+  elementwise("conj_physical_", {self}, t, t,
+              [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::conj(g, v[0]); }, &self, true);
+  return self;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("complex.out", complex_out);
+  m.impl("polar.out", polar_out);
+  m.impl("conj_physical.out", conj_physical_out);
+  m.impl("conj_physical_", conj_physical_inplace);
   m.impl("add.Tensor", add_tensor);
   m.impl("add_.Tensor", add_inplace);
   m.impl("add.out", add_out);

@@ -7,6 +7,8 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -14,6 +16,7 @@
 #include "aten/program.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
+#include "lowering/elementwise.h"
 #include "lowering/types.h"
 #include "lowering/view.h"
 #include "runtime/device.h"
@@ -79,37 +82,62 @@ at::Tensor to_cpu(const at::Tensor& src) {
 
 // Writes CPU data into a tpu tensor (broadcasting and converting as copy_ does).
 void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
-  at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes());
+  // dst's storage holds its raw values: undo dst's lazy conjugation/negation.
+  if (dst.is_conj()) host = host.conj();
+  if (dst.is_neg()) host = host._neg_view();
+  host = host.resolve_conj().resolve_neg().contiguous();
   if (dst.numel() == 0) return;
   int device = dst.device().index();
   ir::DType dtype = lowering::to_ir(dst.scalar_type());
+  // Complex data travels as pairs of its part type (the runtime uploads real
+  // element types); a program joins the pairs.
+  bool complex = ir::is_complex(dtype);
+  ir::DType wire = ir::complex_part(dtype);
+  int64_t count = complex ? 2 * host.numel() : host.numel();
   engine::BufferRef buffer;
   try {
-    buffer = engine::Runtime::get().upload(host.data_ptr(), dtype, {host.numel()}, device);
+    buffer = engine::Runtime::get().upload(host.data_ptr(), wire, {count}, device);
   } catch (const pjrt::Error& e) {
     TORCH_CHECK(false, "torch_tpu: copying a tensor of shape ", dst.sizes(), " (", dst.scalar_type(),
                 ") to tpu failed: ", e.what());
   }
   StorageValue* value = storage_value(dst.storage());
-  if (covers_whole_storage(dst)) {  // the upload is the new storage value: no program needed
+  if (!complex && covers_whole_storage(dst)) {  // the upload is the new storage value: no program needed
     set_buffer(value, std::move(buffer), dtype);
     return;
   }
   Program p("copy_", device);
-  ir::Value v = p.bind(buffer, ir::Type{dtype, {dst.numel()}});
+  ir::Value v = p.bind(buffer, ir::Type{wire, {count}});
+  if (complex) v = lowering::reinterpret(p.graph(), v, dtype);
   p.write(dst, ir::reshape(p.graph(), v, ir::Shape(dst.sizes().begin(), dst.sizes().end())));
   p.run();
 }
 
+// The host copy of a tpu tensor's logical values: its raw values with its
+// lazy conjugation/negation bits (the CPU copy_ resolves them).
+at::Tensor to_cpu_logical(const at::Tensor& src) {
+  at::Tensor host = to_cpu(src);
+  if (src.is_conj()) host = host.conj();
+  if (src.is_neg()) host = host._neg_view();
+  return host;
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   bool src_tpu = self.is_privateuseone(), dst_tpu = dst.is_privateuseone();
+  if (self.is_complex() && !dst.is_complex())
+    TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
   if (src_tpu && dst_tpu && self.device() == dst.device()) {
     Program p("copy_", dst.device().index());
     ir::Value v = p.read(self);
+    ir::Graph& g = p.graph();
+    // Raw values in, raw values out: apply the lazy bits that differ.
+    if (self.is_conj() != dst.is_conj()) v = lowering::conj(g, v);
+    if (self.is_neg() != dst.is_neg()) v = ir::unary(g, "stablehlo.negate", v);
     p.write(dst, ir::broadcast_to(p.graph(), v, ir::Shape(dst.sizes().begin(), dst.sizes().end())));
     p.run();
   } else if (src_tpu) {
-    at::Tensor host = to_cpu(self);
+    at::Tensor host = to_cpu_logical(self);
     if (dst_tpu)
       from_cpu(host, dst);  // between two tpu devices, staged through the host
     else
@@ -125,7 +153,9 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-c10::Scalar local_scalar_dense(const at::Tensor& self) { return to_cpu(self).item(); }
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  return to_cpu_logical(self).resolve_conj().resolve_neg().item();
+}
 
 }  // namespace
 
@@ -225,6 +255,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("_reshape_alias", at::native::_reshape_alias);
   m.impl("unfold", at::native::unfold);
+  // Complex <-> (real, imag) pairs over the same storage; reads reinterpret it.
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
 }
 
 }  // namespace tpu::aten
+
+// _copy_from sees lazily conjugated/negated tensors as they are and applies
+// the bits itself (copy_from above): ATen's conjugate/negate fallbacks would
+// resolve them with clone(), which copies through _copy_from again, forever.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}

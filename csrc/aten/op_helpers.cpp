@@ -6,6 +6,9 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <string>
+#include <unordered_set>
+
 #include "ir/ops.h"
 #include "lowering/reduce.h"
 #include "lowering/types.h"
@@ -42,10 +45,13 @@ at::Tensor elementwise(const char* name, const std::vector<at::Tensor>& inputs, 
   Program p(name, device);
   ir::Graph& g = p.graph();
   ir::Shape target = to_shape(shape);
+  for (const at::Tensor& t : inputs) check_complex_support(name, t.scalar_type());
+  check_complex_support(name, compute);
+  check_complex_support(name, result);
   std::vector<ir::Value> values;
   values.reserve(inputs.size());
   for (const at::Tensor& t : inputs) {
-    ir::Value v = p.read_as(t, compute);
+    ir::Value v = read_operand(p, t, compute);
     values.push_back(ir::broadcast_to(g, v, target));
   }
   p.write(output, build(g, values));
@@ -54,7 +60,37 @@ at::Tensor elementwise(const char* name, const std::vector<at::Tensor>& inputs, 
 }
 
 c10::ScalarType float_type_for(c10::ScalarType t) {
-  return c10::isFloatingType(t) ? t : c10::typeMetaToScalarType(c10::get_default_dtype());
+  return c10::isFloatingType(t) || c10::isComplexType(t) ? t : c10::typeMetaToScalarType(c10::get_default_dtype());
+}
+
+ir::Value scalar_value(Program& p, const c10::Scalar& s, ir::DType dtype) {
+  if (!ir::is_complex(dtype)) return p.scalar(s, dtype);
+  // Scalars travel as real parameters: the two parts, joined on the device.
+  ir::DType part = ir::complex_part(dtype);
+  c10::complex<double> z = s.toComplexDouble();
+  return ir::complex(p.graph(), p.scalar(z.real(), part), p.scalar(z.imag(), part));
+}
+
+ir::Value read_operand(Program& p, const at::Tensor& t, c10::ScalarType dtype) {
+  ir::DType target = lowering::to_ir(dtype);
+  if (!ir::is_complex(target) && !t.is_complex()) return p.read_as(t, dtype);
+  if (t.device().is_cpu() && t.dim() == 0) return scalar_value(p, t.item(), target);
+  return ir::convert(p.graph(), p.read(t), target);
+}
+
+void check_complex_support(const char* name, c10::ScalarType dtype) {
+  if (!c10::isComplexType(dtype)) return;
+  // Ops whose lowering is right for complex operands (others would drop the
+  // imaginary part or fail inside XLA).
+  static const std::unordered_set<std::string> supported{
+      "add", "sub", "mul", "div", "rsub", "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos",
+      "log1p", "expm1", "log2", "log10", "reciprocal", "where", "eq", "ne", "sgn", "abs",
+      "conj_physical", "_conj_physical", "complex", "polar", "masked_fill", "tanh_backward"};
+  std::string base(name);
+  base = base.substr(0, base.find('.'));
+  if (base.size() > 1 && base.back() == '_' && !supported.count(base)) base.pop_back();
+  TORCH_CHECK_NOT_IMPLEMENTED(supported.count(base), "\"", base, "\" not implemented for '", c10::toString(dtype),
+                              "' on tpu");
 }
 
 at::Tensor scalar_operand(const c10::Scalar& s) {

@@ -29,8 +29,17 @@ at::Tensor elementwise(const char* name, const std::vector<at::Tensor>& inputs, 
                        c10::ScalarType result, const Build& build, const at::Tensor* out = nullptr,
                        bool inplace = false);
 
-// The default float dtype for integral inputs (true division, exp, ...).
+// The default float dtype for integral inputs (true division, exp, ...);
+// floating and complex types are kept.
 c10::ScalarType float_type_for(c10::ScalarType t);
+// Program::read_as that also takes complex targets: a CPU scalar becomes a
+// complex value built from two real runtime parameters.
+ir::Value read_operand(Program& p, const at::Tensor& t, c10::ScalarType dtype);
+// A runtime scalar parameter of any dtype, complex included.
+ir::Value scalar_value(Program& p, const c10::Scalar& s, ir::DType dtype);
+// Raises NotImplementedError naming `name` and the dtype unless the op (by
+// its base name: "add" for "add_", "add.out") has a complex lowering.
+void check_complex_support(const char* name, c10::ScalarType dtype);
 // A Python number as an operand: a wrapped 0-dim CPU tensor, as ATen makes them.
 at::Tensor scalar_operand(const c10::Scalar& s);
 // Accumulation type of sums and products (f32 for half types, as ATen on CPU/CUDA).

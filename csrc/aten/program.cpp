@@ -23,9 +23,9 @@ namespace {
 class ScalarBufferCache {
  public:
   engine::BufferRef get(int device, ir::DType dtype, const void* bytes) {
-    uint64_t bits = 0;
-    std::memcpy(&bits, bytes, ir::byte_width(dtype));
-    Key key{device, dtype, bits};
+    uint64_t bits[2] = {0, 0};  // complex128 scalars take 16 bytes
+    std::memcpy(bits, bytes, ir::byte_width(dtype));
+    Key key{device, dtype, bits[0], bits[1]};
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = map_.find(key);
     if (it != map_.end()) return it->second;
@@ -39,12 +39,14 @@ class ScalarBufferCache {
   struct Key {
     int device;
     ir::DType dtype;
-    uint64_t bits;
-    bool operator==(const Key& o) const { return device == o.device && dtype == o.dtype && bits == o.bits; }
+    uint64_t bits, high_bits;
+    bool operator==(const Key& o) const {
+      return device == o.device && dtype == o.dtype && bits == o.bits && high_bits == o.high_bits;
+    }
   };
   struct Hash {
     size_t operator()(const Key& k) const {
-      return std::hash<uint64_t>()(k.bits) ^ (static_cast<size_t>(k.dtype) << 48) ^ (size_t(k.device) << 56);
+      return std::hash<uint64_t>()(k.bits) ^ (std::hash<uint64_t>()(k.high_bits) * 31) ^ (static_cast<size_t>(k.dtype) << 48) ^ (size_t(k.device) << 56);
     }
   };
   std::mutex mutex_;
@@ -72,6 +74,8 @@ void scalar_bytes(const c10::Scalar& s, ir::DType dtype, void* out) {
     case ir::DType::BF16: { c10::BFloat16 v = s.toBFloat16(); std::memcpy(out, &v, 2); break; }
     case ir::DType::F32: { float v = s.toFloat(); std::memcpy(out, &v, 4); break; }
     case ir::DType::F64: { double v = s.toDouble(); std::memcpy(out, &v, 8); break; }
+    case ir::DType::C64: { c10::complex<float> v = s.toComplexFloat(); std::memcpy(out, &v, 8); break; }
+    case ir::DType::C128: { c10::complex<double> v = s.toComplexDouble(); std::memcpy(out, &v, 16); break; }
   }
 }
 
@@ -162,7 +166,7 @@ ir::Value Program::bind(const engine::BufferRef& buffer, const ir::Type& type) {
 }
 
 ir::Value Program::scalar(const c10::Scalar& s, ir::DType dtype) {
-  unsigned char bytes[8] = {0};
+  unsigned char bytes[16] = {0};
   scalar_bytes(s, dtype, bytes);
   return bind(scalar_cache().get(device_, dtype, bytes), ir::Type{dtype, {}});
 }

@@ -73,6 +73,8 @@ pjrt::ElementType element_type(ir::DType dtype) {
     case ir::DType::BF16: return E::BF16;
     case ir::DType::F32: return E::F32;
     case ir::DType::F64: return E::F64;
+    case ir::DType::C64: return E::C64;
+    case ir::DType::C128: return E::C128;
   }
   return E::Invalid;
 }

@@ -20,6 +20,8 @@ const char* mlir_name(DType dtype) {
     case DType::BF16: return "bf16";
     case DType::F32: return "f32";
     case DType::F64: return "f64";
+    case DType::C64: return "complex<f32>";
+    case DType::C128: return "complex<f64>";
   }
   return "?";
 }
@@ -29,7 +31,8 @@ int byte_width(DType dtype) {
     case DType::Pred: case DType::S8: case DType::U8: return 1;
     case DType::S16: case DType::U16: case DType::F16: case DType::BF16: return 2;
     case DType::S32: case DType::U32: case DType::F32: return 4;
-    case DType::S64: case DType::U64: case DType::F64: return 8;
+    case DType::S64: case DType::U64: case DType::F64: case DType::C64: return 8;
+    case DType::C128: return 16;
   }
   return 0;
 }
@@ -40,6 +43,18 @@ bool is_floating(DType d) {
 
 bool is_unsigned(DType d) {
   return d == DType::U8 || d == DType::U16 || d == DType::U32 || d == DType::U64;
+}
+
+bool is_complex(DType d) { return d == DType::C64 || d == DType::C128; }
+
+DType complex_part(DType d) {
+  return d == DType::C64 ? DType::F32 : d == DType::C128 ? DType::F64 : d;
+}
+
+DType complex_of(DType d) {
+  if (d == DType::F64 || d == DType::C128) return DType::C128;
+  if (d == DType::F32 || d == DType::C64) return DType::C64;
+  throw std::invalid_argument(std::string("ir: no complex type with ") + mlir_name(d) + " parts");
 }
 
 int64_t numel(const Shape& shape) {

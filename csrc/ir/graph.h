@@ -12,12 +12,19 @@ namespace tpu::ir {
 
 enum class DType : uint8_t {
   Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64,
+  C64, C128,  // complex<f32>, complex<f64>
 };
 
 const char* mlir_name(DType dtype);  // "f32", "i1", "ui8", ...
 int byte_width(DType dtype);
 bool is_floating(DType dtype);
 bool is_unsigned(DType dtype);
+bool is_complex(DType dtype);
+// The element type of a complex type's real and imaginary parts (F32 for C64);
+// other types map to themselves.
+DType complex_part(DType dtype);
+// The complex type whose parts are `dtype` (C64 for F32, C128 for F64).
+DType complex_of(DType dtype);
 
 using Shape = std::vector<int64_t>;
 int64_t numel(const Shape& shape);

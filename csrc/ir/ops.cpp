@@ -52,6 +52,9 @@ std::string scalar_literal(DType dtype, double value) {
     }
     case DType::F16: return hex(float_to_half_bits(static_cast<float>(value)), 2);
     case DType::BF16: return hex(float_to_bf16_bits(static_cast<float>(value)), 2);
+    // Complex constants are (re, im) pairs; a real value has no imaginary part.
+    case DType::C64: case DType::C128:
+      return "(" + scalar_literal(complex_part(dtype), value) + ", " + scalar_literal(complex_part(dtype), 0) + ")";
     default: return std::to_string(static_cast<long long>(value));
   }
 }
@@ -118,6 +121,8 @@ Value iota(Graph& g, DType dtype, const Shape& shape, int64_t dimension) {
 Value convert(Graph& g, Value x, DType dtype) {
   const Type& t = g.type(x);
   if (t.dtype == dtype) return x;
+  // XLA has no complex-to-real convert; PyTorch's cast keeps the real part.
+  if (is_complex(t.dtype) && !is_complex(dtype)) return convert(g, real(g, x), dtype);
   return g.add("stablehlo.convert", {x}, Type{dtype, t.shape});
 }
 
@@ -219,7 +224,7 @@ Value compare(Graph& g, Value a, Value b, Compare direction) {
   static const char* names[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
   const Type& t = g.type(a);
   require(t == g.type(b), "compare operands differ in type");
-  const char* kind = is_floating(t.dtype) ? "FLOAT"
+  const char* kind = is_floating(t.dtype) || is_complex(t.dtype) ? "FLOAT"
                      : (is_unsigned(t.dtype) || t.dtype == DType::Pred) ? "UNSIGNED"
                                                                          : "SIGNED";
   return g.add("stablehlo.compare", {a, b}, Type{DType::Pred, t.shape},
@@ -497,6 +502,8 @@ Value constant_tensor(Graph& g, DType dtype, const Shape& shape, const std::vect
       case DType::BF16: { uint16_t h = float_to_bf16_bits(static_cast<float>(v)); put(&h, 2); break; }
       case DType::F16: { uint16_t h = float_to_half_bits(static_cast<float>(v)); put(&h, 2); break; }
       case DType::Pred: { uint8_t b = v != 0; put(&b, 1); break; }
+      case DType::C64: { float f[2] = {static_cast<float>(v), 0.0f}; put(f, 8); break; }
+      case DType::C128: { double d[2] = {v, 0.0}; put(d, 16); break; }
       default: {
         int64_t i = static_cast<int64_t>(v);
         put(&i, byte_width(dtype));  // little-endian: the low bytes come first
@@ -523,12 +530,6 @@ Value pad_interior(Graph& g, Value x, Value padding_value, const Dims& low, cons
 // ---- linalg factor builders
 namespace tpu::ir {
 
-Value cholesky(Graph& g, Value a, bool lower) {
-  const Type& t = g.type(a);
-  require(t.rank() >= 2 && t.shape[t.rank() - 1] == t.shape[t.rank() - 2], "cholesky of a non-square operand");
-  return g.add("stablehlo.cholesky", {a}, t, std::string("lower = ") + (lower ? "true" : "false"));
-}
-
 Value triangular_solve(Graph& g, Value a, Value b, bool left_side, bool lower, bool unit_diagonal,
                        bool transpose_a) {
   const Type& ta = g.type(a);
@@ -543,6 +544,53 @@ Value triangular_solve(Graph& g, Value a, Value b, bool left_side, bool lower, b
                std::string("left_side = ") + flag(left_side) + ", lower = " + flag(lower) +
                    ", unit_diagonal = " + flag(unit_diagonal) + ", transpose_a = #stablehlo<transpose " +
                    (transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE") + ">");
+}
+
+}  // namespace tpu::ir
+
+// ---- complex/fft builders
+namespace tpu::ir {
+
+Value complex(Graph& g, Value re, Value im) {
+  const Type& t = g.type(re);
+  require(t == g.type(im), "complex: parts differ in type");
+  return g.add("stablehlo.complex", {re, im}, Type{complex_of(t.dtype), t.shape});
+}
+
+Value real(Graph& g, Value x) {
+  const Type& t = g.type(x);
+  if (!is_complex(t.dtype)) return x;
+  return g.add("stablehlo.real", {x}, Type{complex_part(t.dtype), t.shape});
+}
+
+Value imag(Graph& g, Value x) {
+  const Type& t = g.type(x);
+  if (!is_complex(t.dtype)) return full(g, t.dtype, 0, t.shape);
+  return g.add("stablehlo.imag", {x}, Type{complex_part(t.dtype), t.shape});
+}
+
+Value complex_abs(Graph& g, Value x) {
+  const Type& t = g.type(x);
+  require(is_complex(t.dtype), "complex_abs of a real tensor");
+  return g.add("stablehlo.abs", {x}, Type{complex_part(t.dtype), t.shape});
+}
+
+Value fft(Graph& g, Value x, FftType type, const Dims& lengths) {
+  static const char* names[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
+  const Type& t = g.type(x);
+  size_t k = lengths.size();
+  require(k >= 1 && k <= 3 && static_cast<int64_t>(k) <= t.rank(), "fft: 1 to 3 innermost dimensions");
+  Type result = t;
+  if (type == FftType::RFFT) {
+    result.dtype = complex_of(t.dtype);
+    result.shape.back() = lengths.back() / 2 + 1;
+  } else if (type == FftType::IRFFT) {
+    result.dtype = complex_part(t.dtype);
+    result.shape.back() = lengths.back();
+  }
+  return g.add("stablehlo.fft", {x}, result,
+               std::string("fft_type = #stablehlo<fft_type ") + names[static_cast<int>(type)] +
+                   ">, fft_length = " + i64_array(lengths));
 }
 
 }  // namespace tpu::ir

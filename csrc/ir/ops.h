@@ -116,15 +116,30 @@ Value pad_interior(Graph& g, Value x, Value padding_value, const Dims& low, cons
 // ---- linalg factor builders
 namespace tpu::ir {
 
-// Cholesky factor of each matrix of `a` ([batch..., n, n]). Only the `lower`
-// (or upper) triangle of `a` is read; the other triangle of the result is
-// unspecified (callers mask it). Not positive-definite: NaNs, no error.
-Value cholesky(Graph& g, Value a, bool lower);
 // Solves op(a) x = b (left_side) or x op(a) = b for triangular `a`
 // ([batch..., n, n]; b [batch..., n, k] or [batch..., k, n], same batch dims),
 // op = transpose when `transpose_a`. Reads only the `lower`/upper triangle of a,
 // and not its diagonal when `unit_diagonal`. Returns x, shaped like b.
 Value triangular_solve(Graph& g, Value a, Value b, bool left_side, bool lower, bool unit_diagonal,
                        bool transpose_a);
+
+}  // namespace tpu::ir
+
+// ---- complex/fft builders
+namespace tpu::ir {
+
+// complex(re, im) from two real tensors of one type (F32 -> C64, F64 -> C128).
+Value complex(Graph& g, Value re, Value im);
+// The real / imaginary part of a complex tensor (real(x) = x, imag(x) = 0 for real x).
+Value real(Graph& g, Value x);
+Value imag(Graph& g, Value x);
+// |x| of a complex tensor: a real tensor of x's part type.
+Value complex_abs(Graph& g, Value x);
+// stablehlo.fft over the innermost lengths.size() (1 to 3) dimensions. RFFT
+// takes a real operand and keeps n/2+1 entries of the last dimension; IRFFT
+// takes those and returns a real tensor whose last dimensions are `lengths`.
+// IFFT and IRFFT divide by the product of the lengths.
+enum class FftType { FFT, IFFT, RFFT, IRFFT };
+Value fft(Graph& g, Value x, FftType type, const Dims& lengths);
 
 }  // namespace tpu::ir

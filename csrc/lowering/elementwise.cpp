@@ -231,6 +231,7 @@ Value unary(ir::Graph& g, Unary op, Value x) {
     // StableHLO's negate/abs take no unsigned (or bool) operands: wrap as C does.
     case Unary::Neg: return ir::is_unsigned(g.type(x).dtype) ? o.sub(o.c(x, 0), x) : o.neg(x);
     case Unary::Abs:
+      if (ir::is_complex(g.type(x).dtype)) return ir::complex_abs(g, x);
       return ir::is_unsigned(g.type(x).dtype) || g.type(x).dtype == ir::DType::Pred ? x : o.abs(x);
     case Unary::Exp: return o.exp(x);
     case Unary::Log: return o.un("stablehlo.log", x);
@@ -271,6 +272,7 @@ Value unary(ir::Graph& g, Unary op, Value x) {
     case Unary::Sign: {
       // (0 < x) - (x < 0): NaN and -0.0 give +0, bool is unchanged.
       if (g.type(x).dtype == ir::DType::Pred) return x;
+      if (ir::is_complex(g.type(x).dtype)) return complex_sgn(g, x);
       Value zero = o.c(x, 0);
       Value positive = o.sel(o.gt(x, zero), o.c(x, 1), zero);
       if (ir::is_unsigned(g.type(x).dtype)) return positive;
@@ -284,6 +286,29 @@ Value unary(ir::Graph& g, Unary op, Value x) {
     case Unary::SignBit: return signbit(g, x);
   }
   throw std::logic_error("unknown unary op");
+}
+
+// ------------------------------------------------------------ complex
+
+Value conj(ir::Graph& g, Value x) {
+  if (!ir::is_complex(g.type(x).dtype)) return x;
+  return ir::complex(g, ir::real(g, x), ir::unary(g, "stablehlo.negate", ir::imag(g, x)));
+}
+
+Value complex_sgn(ir::Graph& g, Value x) {
+  Ops o{g};
+  Value magnitude = ir::complex_abs(g, x);
+  Value zero = o.c(magnitude, 0);
+  Value is_zero = o.eq(magnitude, zero);
+  // Divide by a safe magnitude so that x == 0 gives 0, not NaN.
+  Value safe = o.sel(is_zero, o.c(magnitude, 1), magnitude);
+  Value r = ir::complex(g, o.div(ir::real(g, x), safe), o.div(ir::imag(g, x), safe));
+  return o.sel(is_zero, o.c(r, 0), r);
+}
+
+Value polar(ir::Graph& g, Value abs, Value angle) {
+  Ops o{g};
+  return ir::complex(g, o.mul(abs, o.cos(angle)), o.mul(abs, o.sin(angle)));
 }
 
 Value compare(ir::Graph& g, ir::Compare op, Value a, Value b) { return ir::compare(g, a, b, op); }
@@ -405,7 +430,8 @@ Value sigmoid_backward(ir::Graph& g, Value grad, Value output) {
 
 Value tanh_backward(ir::Graph& g, Value grad, Value output) {
   Ops o{g};
-  return o.mul(grad, o.sub(o.c(output, 1), o.mul(output, output)));
+  // Complex autograd takes the conjugate derivative (identity for real values).
+  return o.mul(grad, conj(g, o.sub(o.c(output, 1), o.mul(output, output))));
 }
 
 Value hardtanh_backward(ir::Graph& g, Value grad, Value x, Value lo, Value hi) {

@@ -63,6 +63,15 @@ bool unary_needs_float(Unary op);
 bool unary_is_predicate(Unary op);
 bool binary_is_predicate(Binary op);
 
+// ------------------------------------------------------------ complex
+
+// conj(x): negated imaginary part; identity on real values.
+ir::Value conj(ir::Graph& g, ir::Value x);
+// x / |x| (0 where x == 0): torch.sgn of a complex tensor.
+ir::Value complex_sgn(ir::Graph& g, ir::Value x);
+// torch.polar: abs * (cos(angle) + i sin(angle)).
+ir::Value polar(ir::Graph& g, ir::Value abs, ir::Value angle);
+
 // ------------------------------------------------------------ composite math
 
 // round(x, decimals) as ATen: scale by 10^|decimals|, round half to even, unscale.

@@ -14,7 +14,7 @@ bool has_ir_dtype(c10::ScalarType type) {
   switch (type) {
     case c10::kBool: case c10::kByte: case c10::kChar: case c10::kShort: case c10::kInt:
     case c10::kLong: case c10::kHalf: case c10::kBFloat16: case c10::kFloat: case c10::kDouble:
-    case c10::kUInt16: case c10::kUInt32: case c10::kUInt64:
+    case c10::kUInt16: case c10::kUInt32: case c10::kUInt64: case c10::kComplexFloat: case c10::kComplexDouble:
       return true;
     default:
       return false;
@@ -36,6 +36,8 @@ ir::DType to_ir(c10::ScalarType type) {
     case c10::kUInt16: return ir::DType::U16;
     case c10::kUInt32: return ir::DType::U32;
     case c10::kUInt64: return ir::DType::U64;
+    case c10::kComplexFloat: return ir::DType::C64;
+    case c10::kComplexDouble: return ir::DType::C128;
     default:
       TORCH_CHECK_TYPE(false, "torch_tpu: dtype ", python_name(type), " is not supported on the tpu device");
   }
@@ -56,6 +58,8 @@ c10::ScalarType to_aten(ir::DType type) {
     case ir::DType::U16: return c10::kUInt16;
     case ir::DType::U32: return c10::kUInt32;
     case ir::DType::U64: return c10::kUInt64;
+    case ir::DType::C64: return c10::kComplexFloat;
+    case ir::DType::C128: return c10::kComplexDouble;
   }
   return c10::kFloat;
 }
@@ -66,6 +70,8 @@ std::string unsupported_dtype_reason(const std::string& platform, c10::ScalarTyp
   // TPUs have no 64-bit floating point; XLA would silently compute in f32.
   if (platform == "tpu" && type == c10::kDouble)
     return "float64 is not supported by TPU hardware (PJRT platform 'tpu'); use float32";
+  if (platform == "tpu" && type == c10::kComplexDouble)
+    return "complex128 is not supported by TPU hardware (PJRT platform 'tpu'); use complex64";
   return {};
 }
 
