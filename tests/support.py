@@ -47,3 +47,21 @@ def check_grads(fn, *cpu_args, rtol=None, atol=None):
     assert len(cpu) == len(tpu) > 0
     for g_cpu, g_tpu in zip(cpu, tpu):
         assert_close(g_tpu, g_cpu, rtol=rtol, atol=atol, equal_nan=True)
+
+
+# An op with a CPU kernel only: it always goes through the tpu CPU fallback, so
+# the fallback tests do not depend on which ATen ops still lack a lowering.
+# Its autograd formula (grad * 2) runs natively.
+_test_lib = torch.library.Library("torch_tpu_test", "DEF")
+_test_lib.define("cpu_only_scale(Tensor x) -> Tensor")
+_test_lib.define("cpu_only_scale.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+_test_lib.impl("cpu_only_scale", lambda x: x * 2, "CPU")
+
+
+def _cpu_only_scale_out(x, *, out):
+    return out.copy_(x * 2)
+
+
+_test_lib.impl("cpu_only_scale.out", _cpu_only_scale_out, "CPU")
+torch.library.register_autograd("torch_tpu_test::cpu_only_scale", lambda ctx, grad: grad * 2)
+cpu_only_scale = torch.ops.torch_tpu_test.cpu_only_scale

@@ -20,6 +20,7 @@
 #include "ir/ops.h"
 #include "lowering/elementwise.h"
 #include "lowering/linalg.h"
+#include "lowering/factor.h"  // triu
 #include "lowering/spectral.h"
 #include "lowering/types.h"
 

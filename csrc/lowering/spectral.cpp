@@ -177,12 +177,6 @@ Value diagonal(Graph& g, Value x) {
 
 }  // namespace
 
-Value triu(Graph& g, Value a, int64_t diagonal) {
-  Shape s = shape_of(g, a);
-  // keep where col - row >= diagonal, i.e. col >= row + diagonal
-  return ir::select(g, index_pair(g, s, 2, 1, diagonal, ir::Compare::GE), a, splat(g, a, 0));
-}
-
 Value eye(Graph& g, DType dtype, int64_t batch, int64_t rows, int64_t cols) {
   Shape s{batch, rows, cols};
   return ir::select(g, index_pair(g, s, 1, 2, 0, ir::Compare::EQ), ir::full(g, dtype, 1, s), ir::full(g, dtype, 0, s));

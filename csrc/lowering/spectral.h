@@ -32,8 +32,6 @@ ir::Value apply_reflectors(ir::Graph& g, ir::Value reflectors, ir::Value tau, ir
 // [B, m, cols] with cols <= m, tau [B, k] with k <= cols.
 ir::Value householder_product(ir::Graph& g, ir::Value reflectors, ir::Value tau);
 
-// Entries on and above diagonal `diagonal` kept, the rest zero ([B, m, n]).
-ir::Value triu(ir::Graph& g, ir::Value a, int64_t diagonal);
 // The identity's first `cols` columns, [B, rows, cols].
 ir::Value eye(ir::Graph& g, ir::DType dtype, int64_t batch, int64_t rows, int64_t cols);
 
