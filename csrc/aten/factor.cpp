@@ -34,13 +34,10 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 
-#include "aten/fusion.h"
+#include "aten/fallback.h"
 #include "aten/op_helpers.h"
-#include "engine/metrics.h"
 #include "ir/ops.h"
 #include "lowering/factor.h"
 #include "lowering/types.h"
@@ -55,26 +52,12 @@ namespace lw = lowering;
 
 // ------------------------------------------------------------ complex inputs: the CPU kernels
 
-// The generic fallback's behaviour (fallback.cpp), for ops that have a tpu
-// kernel for real dtypes only.
-void complex_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& name = op.schema().operator_name();
-  std::string full = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-  const char* mode = std::getenv("TORCH_TPU_FALLBACK");
-  TORCH_CHECK_NOT_IMPLEMENTED(mode == nullptr || std::strcmp(mode, "error") != 0, "torch_tpu: operator '", full,
-                              "' has no tpu lowering for complex inputs and TORCH_TPU_FALLBACK=error forbids running "
-                              "it on the CPU");
-  engine::metrics().add_fallback(full);
-  CutReasonScope reason(Cut::Fallback);
-  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
-}
-
 #ifndef ATEN_OP  // as ATen/Operators.h spells them, without including all operators
 #define ATEN_OP(op_name) at::_ops::op_name
 #define ATEN_OP2(op_name, overload) at::_ops::op_name##_##overload
 #endif
 #define CPU_IF_COMPLEX(t, OP, ...) \
-  if ((t).is_complex()) return at::native::call_fallback_fn<&complex_on_cpu, OP>::call(__VA_ARGS__)
+  if ((t).is_complex()) return at::native::call_fallback_fn<&cpu_fallback_for_complex, OP>::call(__VA_ARGS__)
 
 // ------------------------------------------------------------ checks (ATen's messages)
 
