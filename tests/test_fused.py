@@ -1,7 +1,9 @@
 """Fused (DeferAndFuse) eager mode and buffer donation."""
+import copy
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
@@ -195,6 +197,52 @@ def test_optimizer_step_launches_the_pending_graph(fused):
         model(torch.randn(2, 8, device="tpu")).square().sum().backward()
         opt.step()
     assert torch_tpu.metrics()["fused_cuts"].get("optimizer_step", 0) - before == 3
+
+
+def thread_switch_cuts():
+    return torch_tpu.metrics()["fused_cuts"].get("thread_switch", 0)
+
+
+def test_backward_starts_a_graph_of_its_own(fused):
+    # Backward runs on autograd's device thread: the forward graph is launched
+    # when it starts, and the backward graph when the main thread goes on.
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    model = copy.deepcopy(cpu_model).to("tpu")
+    x = torch.randn(4, 8)
+    before = thread_switch_cuts()
+    loss = model(x.to("tpu")).square().sum()
+    loss.backward()
+    assert thread_switch_cuts() - before == 1
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(0.5)
+    assert thread_switch_cuts() - before == 2
+    cpu_model(x).square().sum().backward()
+    with torch.no_grad():
+        for p in cpu_model.parameters():
+            p.mul_(0.5)
+    for p, q in zip(model.parameters(), cpu_model.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad)
+        torch.testing.assert_close(p.detach().cpu(), q.detach())
+
+
+def test_ops_from_another_thread_start_a_new_graph(fused):
+    x = torch.arange(6.0, device="tpu")
+    y = x * 2  # pending, recorded by this thread
+    results = {}
+
+    def worker():
+        results["z"] = y + 1  # reads the pending value from another thread
+
+    before = thread_switch_cuts()
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert thread_switch_cuts() - before == 1
+    w = results["z"] * 3  # back on this thread: the worker's graph is cut
+    assert thread_switch_cuts() - before == 2
+    torch.testing.assert_close(w.cpu(), (torch.arange(6.0) * 2 + 1) * 3)
 
 
 def test_in_place_update_donates_the_old_buffer():

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "engine/metrics.h"
@@ -45,6 +46,7 @@ struct PendingGraph {
   std::vector<StorageValue*> written;
   std::unordered_map<StorageValue*, size_t> written_slot;
   std::vector<const char*> ops;
+  std::thread::id recorder;  // the thread that appended the pending ops
   uint64_t runs = 0;  // graphs run so far: a capture is valid while this stays put
 
   ir::Value bind(const engine::BufferRef& buffer, const ir::Type& type) {
@@ -153,18 +155,25 @@ const char* cut_name(Cut reason) {
     case Cut::SizeLimit: return "size_limit";
     case Cut::ModeSwitch: return "mode_switch";
     case Cut::OptimizerStep: return "optimizer_step";
+    case Cut::ThreadSwitch: return "thread_switch";
   }
   return "?";
 }
 
 bool fused_mode() { return engine::eager_mode() == engine::EagerMode::Fused; }
 
-std::vector<engine::BufferRef> defer(int device, const char* op, const ir::Graph& graph,
+std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& graph,
                                      const std::vector<ProgramArgument>& arguments,
                                      const std::vector<std::pair<StorageValue*, ir::Value>>& written,
                                      const std::vector<ir::Value>& results) {
   PendingGraph& p = pending_for(device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
+  // Ops from another thread start a new graph. Backward runs on autograd's
+  // device thread, so the forward graph executes while backward is recorded,
+  // and the backward graph while the optimizer is: a training step overlaps
+  // host and device instead of alternating between them.
+  if (!p.ops.empty() && p.recorder != std::this_thread::get_id()) p.run(device, Cut::ThreadSwitch, {});
+  p.recorder = std::this_thread::get_id();
   std::vector<ir::Value> inputs;
   inputs.reserve(arguments.size());
   for (const ProgramArgument& a : arguments) {
@@ -188,7 +197,7 @@ std::vector<engine::BufferRef> defer(int device, const char* op, const ir::Graph
     if (p.graph.type(v).dtype != a.type.dtype) v = lowering::reinterpret(p.graph, v, a.type.dtype);
     inputs.push_back(v);
   }
-  std::vector<ir::Value> mapped = p.graph.append(graph, inputs);
+  std::vector<ir::Value> mapped = p.graph.append(std::move(graph), inputs);
   for (auto [value, v] : written) {
     ir::Value node = mapped[v.id];
     value->pending_node = node.id;

@@ -15,7 +15,10 @@
 namespace tpu::aten {
 
 // Why a pending graph was run.
-enum class Cut : uint8_t { DataRead, Fallback, Sync, SizeLimit, ModeSwitch, OptimizerStep };
+enum class Cut : uint8_t {
+  DataRead, Fallback, Sync, SizeLimit, ModeSwitch, OptimizerStep,
+  ThreadSwitch,  // an op recorded by another thread than the pending ones (e.g. backward)
+};
 const char* cut_name(Cut reason);
 
 bool fused_mode();
@@ -28,10 +31,10 @@ struct ProgramArgument {
   ir::Type type;
 };
 
-// Appends an op's graph to the pending graph of `device`. `written` pairs each
+// Appends an op's graph (consumed) to the pending graph of `device`. `written` pairs each
 // storage the op writes with its new value in `graph`. When `results` is not
 // empty the pending graph is run at once and their buffers returned.
-std::vector<engine::BufferRef> defer(int device, const char* op, const ir::Graph& graph,
+std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& graph,
                                      const std::vector<ProgramArgument>& arguments,
                                      const std::vector<std::pair<StorageValue*, ir::Value>>& written,
                                      const std::vector<ir::Value>& results);

@@ -96,10 +96,24 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
 
 at::Tensor index_select_op(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
                            at::Tensor* out) {
-  at::Tensor m = at::index_select(meta(self), dim, meta(index));
-  if (out != nullptr) {
-    at::Tensor mo = meta(*out);
-    at::index_select_out(mo, meta(self), dim, meta(index));
+  // The common case (a vector of indices into a tensor) needs no meta run:
+  // ATen's meta kernel for index_select is Python, ~50 us a call.
+  bool plain = out == nullptr && self.dim() > 0 && index.dim() <= 1 &&
+               (index.scalar_type() == c10::kLong || index.scalar_type() == c10::kInt) &&
+               index.device() == self.device();
+  std::vector<int64_t> sizes;
+  c10::ScalarType dtype = self.scalar_type();
+  if (plain) {
+    sizes = self.sizes().vec();
+    sizes[wrap_dim(dim, self)] = index.numel();
+  } else {
+    at::Tensor m = at::index_select(meta(self), dim, meta(index));
+    if (out != nullptr) {
+      at::Tensor mo = meta(*out);
+      at::index_select_out(mo, meta(self), dim, meta(index));
+    }
+    sizes = m.sizes().vec();
+    dtype = m.scalar_type();
   }
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
   TORCH_CHECK(index.scalar_type() == c10::kLong || index.scalar_type() == c10::kInt,
@@ -108,7 +122,7 @@ at::Tensor index_select_op(const char* name, const at::Tensor& self, int64_t dim
   TORCH_CHECK(index.numel() == 0 || self.dim() == 0 || self.size(d) > 0,
               "index_select(): self indexing axis dim should be positive");
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = prepare_output(name, out, m.sizes(), m.scalar_type(), self.device(), false);
+  at::Tensor output = prepare_output(name, out, sizes, dtype, self.device(), false);
   if (output.numel() == 0) return output;
   Program p(name, self.device().index());
   p.write(output, lowering::select_rows(p.graph(), p.read(self), d, p.read(index)));

@@ -122,7 +122,7 @@ void Program::check_outputs(const std::vector<engine::BufferRef>& outputs) const
     try {
       buffer->ready_event()->await();
     } catch (const pjrt::Error& e) {
-      TORCH_CHECK(false, "torch_tpu: ", op_name_, "(", operands_, ") failed on the device", where_in_user_code(),
+      TORCH_CHECK(false, "torch_tpu: ", op_name_, "(", operands(), ") failed on the device", where_in_user_code(),
                   ": ", e.what());
     }
   }
@@ -131,14 +131,14 @@ void Program::check_outputs(const std::vector<engine::BufferRef>& outputs) const
   for (size_t i = 0; i < outputs.size(); ++i) {
     const ir::Type& type = graph_.type(ir::Value{order[i]});
     if (!ir::is_floating(type.dtype) || ir::numel(type.shape) == 0) continue;
-    TORCH_CHECK(all_finite(outputs[i], type, device_), "torch_tpu: ", op_name_, "(", operands_,
+    TORCH_CHECK(all_finite(outputs[i], type, device_), "torch_tpu: ", op_name_, "(", operands(),
                 ") produced NaN or Inf", where_in_user_code(), " (TORCH_TPU_CHECK_NAN=1)");
   }
 }
 
 void Program::log_launch(const engine::LaunchInfo& info) const {
   const char* how = info.compiled ? "compiled" : info.from_disk ? "disk-cache hit" : "cache hit";
-  std::fprintf(stderr, "[torch_tpu] %s(%s) %s, %.1f us\n", op_name_, operands_.c_str(), how, info.seconds * 1e6);
+  std::fprintf(stderr, "[torch_tpu] %s(%s) %s, %.1f us\n", op_name_, operands().c_str(), how, info.seconds * 1e6);
 }
 
 bool covers_whole_storage(const at::Tensor& t) {
@@ -150,6 +150,20 @@ int device_of(std::initializer_list<const at::Tensor*> tensors) {
   for (const at::Tensor* t : tensors)
     if (t->defined() && t->device().type() == c10::DeviceType::PrivateUse1) return t->device().index();
   TORCH_INTERNAL_ASSERT(false, "torch_tpu: op without a tpu operand dispatched to tpu");
+}
+
+std::string Program::operands() const {
+  std::string s;
+  for (const Operand& o : operands_) {
+    if (!s.empty()) s += ", ";
+    if (o.scalar) {
+      s += "scalar " + lowering::python_dtype_name(o.dtype);
+      continue;
+    }
+    s += shape_string(o.sizes) + " " + lowering::python_dtype_name(o.dtype);
+    if (o.device.type() != c10::DeviceType::PrivateUse1) s += " on " + o.device.str();
+  }
+  return s;
 }
 
 Program::Program(const char* op_name, int device) : op_name_(op_name), device_(device) {}
@@ -201,9 +215,7 @@ std::optional<ir::Value> Program::dynamic_offset(const at::Tensor& t) {
 
 ir::Value Program::read(const at::Tensor& t) {
   ir::DType dtype = lowering::to_ir(t.scalar_type());
-  if (!operands_.empty()) operands_ += ", ";
-  operands_ += shape_string(t.sizes()) + " " + lowering::python_dtype_name(t.scalar_type());
-  if (!t.is_privateuseone()) operands_ += " on " + t.device().str();
+  operands_.push_back(Operand{{t.sizes().begin(), t.sizes().end()}, t.scalar_type(), t.device(), false});
   if (t.device().is_cpu() && t.dim() == 0) return scalar(t.item(), dtype);
   check_device(t);
   ir::Shape sizes(t.sizes().begin(), t.sizes().end());
@@ -218,8 +230,7 @@ ir::Value Program::read(const at::Tensor& t) {
 ir::Value Program::read_as(const at::Tensor& t, c10::ScalarType dtype) {
   ir::DType target = lowering::to_ir(dtype);
   if (t.device().is_cpu() && t.dim() == 0) {
-    if (!operands_.empty()) operands_ += ", ";
-    operands_ += "scalar " + lowering::python_dtype_name(t.scalar_type());
+    operands_.push_back(Operand{{}, t.scalar_type(), t.device(), true});
     return scalar(t.item(), target);
   }
   return ir::convert(graph_, read(t), target);
@@ -263,7 +274,7 @@ std::vector<engine::BufferRef> Program::run() {
   for (auto& s : storages_)
     if (s.written) written.emplace_back(s.value, s.current);
   if (written.empty() && results_.empty()) return {};
-  return defer(device_, op_name_, graph_, arguments_, written, results_);
+  return defer(device_, op_name_, std::move(graph_), arguments_, written, results_);
 }
 
 std::vector<engine::BufferRef> Program::run_now() {
@@ -291,7 +302,7 @@ std::vector<engine::BufferRef> Program::run_now() {
   try {
     outputs = engine::Runtime::get().execute(graph_, args, device_, &info);
   } catch (const pjrt::Error& e) {
-    TORCH_CHECK(false, "torch_tpu: ", op_name_, "(", operands_, ") failed: ", e.what());
+    TORCH_CHECK(false, "torch_tpu: ", op_name_, "(", operands(), ") failed: ", e.what());
   }
   if (engine::eager_mode() == engine::EagerMode::Debug) check_outputs(outputs);
   if (log_ops_enabled()) log_launch(info);

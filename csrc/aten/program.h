@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include <unordered_map>
 #include <vector>
@@ -65,7 +66,16 @@ class Program {
   std::vector<engine::BufferRef> run_now();
   std::vector<ProgramArgument> arguments_;  // by parameter position
   std::vector<ir::Value> results_;
-  std::string operands_;  // "shape dtype" of each operand read, for error messages
+  // What each operand read was, for error messages and logs; formatted only
+  // when needed (operands() ), since building text per op costs more than the op.
+  struct Operand {
+    c10::SmallVector<int64_t, 6> sizes;
+    c10::ScalarType dtype;
+    c10::Device device;
+    bool scalar;  // a CPU number read as a scalar parameter
+  };
+  c10::SmallVector<Operand, 4> operands_;
+  std::string operands() const;  // "[2, 3] float32, scalar float32, ..." 
   std::vector<StorageState> storages_;
   std::unordered_map<StorageValue*, size_t> storage_index_;
 };

@@ -54,23 +54,54 @@ at::Tensor unary_shape_op(const char* name, const at::Tensor& self, const at::Te
 // ATen skips legacy empty tensors (1-D, no elements) in cat.
 bool cat_skips(const at::Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
 
-at::Tensor cat_op(const char* name, const at::ITensorListRef& tensors, int64_t dim, at::Tensor* out) {
-  std::vector<at::Tensor> inputs, metas;
-  for (const at::Tensor& t : tensors) {
-    inputs.push_back(t);
-    metas.push_back(meta(t));
+// cat's result sizes and dtype when every input is a tpu tensor of one rank
+// (>= 1) on one device, matching except in `dim`; nullopt otherwise.
+std::optional<std::pair<std::vector<int64_t>, c10::ScalarType>> plain_cat(const std::vector<at::Tensor>& inputs,
+                                                                         int64_t dim) {
+  if (inputs.empty() || inputs[0].dim() == 0 || !inputs[0].is_privateuseone() || cat_skips(inputs[0]))
+    return std::nullopt;
+  const at::Tensor& first = inputs[0];
+  if (dim < -first.dim() || dim >= first.dim()) return std::nullopt;
+  int64_t d = c10::maybe_wrap_dim(dim, first.dim());
+  std::vector<int64_t> sizes = first.sizes().vec();
+  c10::ScalarType dtype = first.scalar_type();
+  for (size_t k = 1; k < inputs.size(); ++k) {
+    const at::Tensor& t = inputs[k];
+    if (t.dim() != first.dim() || t.device() != first.device()) return std::nullopt;
+    for (int64_t i = 0; i < t.dim(); ++i)
+      if (i != d && t.size(i) != sizes[i]) return std::nullopt;
+    sizes[d] += t.size(d);
+    dtype = c10::promoteTypes(dtype, t.scalar_type());
   }
-  at::Tensor m = at::cat(metas, dim);  // ATen's checks, result shape and promoted dtype
-  if (out != nullptr) {
-    at::Tensor mo = meta(*out);
-    at::cat_out(mo, metas, dim);  // out= dtype/shape rules
+  return std::make_pair(std::move(sizes), dtype);
+}
+
+at::Tensor cat_op(const char* name, const at::ITensorListRef& tensors, int64_t dim, at::Tensor* out) {
+  std::vector<at::Tensor> inputs(tensors.begin(), tensors.end());
+  // ATen's meta kernel for cat is Python (~300 us a call): run it only for
+  // out=, errors and the legacy empty inputs, where its rules matter.
+  auto plain = out == nullptr ? plain_cat(inputs, dim) : std::nullopt;
+  std::vector<int64_t> sizes;
+  c10::ScalarType dtype;
+  if (plain) {
+    std::tie(sizes, dtype) = std::move(*plain);
+  } else {
+    std::vector<at::Tensor> metas;
+    for (const at::Tensor& t : inputs) metas.push_back(meta(t));
+    at::Tensor m = at::cat(metas, dim);  // ATen's checks, result shape and promoted dtype
+    if (out != nullptr) {
+      at::Tensor mo = meta(*out);
+      at::cat_out(mo, metas, dim);  // out= dtype/shape rules
+    }
+    sizes = m.sizes().vec();
+    dtype = m.scalar_type();
   }
   const at::Tensor* first = nullptr;
   for (const at::Tensor& t : inputs)
     if (t.is_privateuseone()) { first = &t; break; }
   c10::Device device = first ? first->device() : out->device();
   c10::DeviceGuard guard(device);
-  at::Tensor output = prepare_output(name, out, m.sizes(), m.scalar_type(), device, false);
+  at::Tensor output = prepare_output(name, out, sizes, dtype, device, false);
   if (output.numel() == 0) return output;
   Program p(name, device.index());
   std::vector<ir::Value> values;
@@ -78,7 +109,7 @@ at::Tensor cat_op(const char* name, const at::ITensorListRef& tensors, int64_t d
   for (const at::Tensor& t : inputs) {
     if (cat_skips(t)) continue;
     d = c10::maybe_wrap_dim(dim, t.dim());
-    values.push_back(p.read_as(t, m.scalar_type()));
+    values.push_back(p.read_as(t, dtype));
   }
   p.write(output, values.size() == 1 ? values[0] : ir::concatenate(p.graph(), values, d));
   p.run();

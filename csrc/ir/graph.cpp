@@ -1,5 +1,6 @@
 #include "ir/graph.h"
 
+#include <charconv>
 #include <cstring>
 #include <stdexcept>
 
@@ -112,6 +113,24 @@ std::vector<Value> Graph::append(const Graph& other, const std::vector<Value>& a
   return mapped;
 }
 
+std::vector<Value> Graph::append(Graph&& other, const std::vector<Value>& arguments) {
+  if (arguments.size() != other.num_parameters_) throw std::logic_error("ir: append needs one value per parameter");
+  std::vector<Value> mapped;
+  mapped.reserve(other.nodes_.size());
+  size_t next_argument = 0;
+  for (Node& n : other.nodes_) {
+    if (n.op == nullptr) {
+      mapped.push_back(arguments[next_argument++]);
+      continue;
+    }
+    for (int& o : n.operands) o = mapped[o].id;
+    nodes_.push_back(std::move(n));
+    mapped.push_back(Value{static_cast<int>(nodes_.size()) - 1});
+  }
+  other = Graph();
+  return mapped;
+}
+
 std::vector<Value> Graph::add_while(std::vector<Value> init, std::shared_ptr<const LoopRegions> loop) {
   if (init.empty() || loop->cond->num_outputs() != 1 || loop->body->num_outputs() != init.size() ||
       loop->cond->num_parameters() != init.size() || loop->body->num_parameters() != init.size())
@@ -123,6 +142,16 @@ std::vector<Value> Graph::add_while(std::vector<Value> init, std::shared_ptr<con
   return results;
 }
 
+namespace {
+// Decimal digits of `v`, appended without a temporary string: key() formats
+// every operand and dimension of every node, once per launch.
+void append_int(std::string& s, int64_t v) {
+  char digits[24];
+  auto [end, error] = std::to_chars(digits, digits + sizeof(digits), v);
+  s.append(digits, end);
+}
+}  // namespace
+
 std::string Graph::key() const {
   std::string k;
   k.reserve(nodes_.size() * 48);
@@ -130,13 +159,13 @@ std::string Graph::key() const {
     k += n.op ? n.op : "P";
     k += '(';
     for (int o : n.operands) {
-      k += std::to_string(o);
+      append_int(k, o);
       k += ',';
     }
     k += ')';
     k += static_cast<char>('A' + static_cast<int>(n.type.dtype));
     for (int64_t d : n.type.shape) {
-      k += std::to_string(d);
+      append_int(k, d);
       k += 'x';
     }
     if (!n.attrs.empty()) {
@@ -150,14 +179,14 @@ std::string Graph::key() const {
   }
   k += "->";
   for (int o : outputs_) {
-    k += std::to_string(o);
+    append_int(k, o);
     k += ',';
   }
   for (auto [parameter, output] : aliases_) {
     k += '@';
-    k += std::to_string(parameter);
+    append_int(k, parameter);
     k += '>';
-    k += std::to_string(output);
+    append_int(k, output);
   }
   return k;
 }

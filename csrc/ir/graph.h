@@ -80,6 +80,8 @@ class Graph {
   // Appends every node of `other`; its k-th parameter becomes `arguments[k]`
   // of this graph. Returns the new value of each node of `other` (by id).
   std::vector<Value> append(const Graph& other, const std::vector<Value>& arguments);
+  // The same, moving `other`'s nodes instead of copying them.
+  std::vector<Value> append(Graph&& other, const std::vector<Value>& arguments);
   // Input/output aliasing: the buffer of parameter `parameter` (by position)
   // is donated to output `output`, which must have the parameter's type.
   void alias_output(int parameter, int output) { aliases_.push_back({parameter, output}); }
