@@ -383,8 +383,10 @@ Tensors norm(TL self, const c10::Scalar& ord, std::optional<c10::ScalarType> dty
   for (const at::Tensor& t : self) {
     TORCH_CHECK(c10::isFloatingType(t.scalar_type()),
                 "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", t.scalar_type());
-    // Only 0 and positive finite orders have an identity.
-    TORCH_CHECK(!(p < 0 || std::isinf(p)) || t.numel() != 0, "linalg.vector_norm cannot compute the ", ord_name(p),
+    // Only 0 and positive finite orders have an identity (ATen names +inf itself).
+    TORCH_CHECK(!(p == INFINITY) || t.numel() != 0, "_foreach_norm cannot compute the infinity norm on an empty "
+                "tensor because the operation does not have an identity");
+    TORCH_CHECK(!(p < 0) || t.numel() != 0, "linalg.vector_norm cannot compute the ", ord_name(p),
                 " norm on an empty tensor because the operation does not have an identity");
   }
   c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(d));
