@@ -14,8 +14,8 @@ def tensors(dtype=torch.float32, seed=0, low=-3, high=3, shapes=SHAPES):
     return [make(s, dtype, seed=seed + i, low=low, high=high) for i, s in enumerate(shapes)]
 
 
-def positive(dtype=torch.float32, seed=0):
-    return tensors(dtype, seed, low=0.5, high=3)
+def positive(dtype=torch.float32, seed=0, shapes=SHAPES):
+    return tensors(dtype, seed, low=0.5, high=3, shapes=shapes)
 
 
 def same_as_cpu(fn, *cpu_args, inplace=False, rtol=None, atol=None):
@@ -192,6 +192,28 @@ def test_norm_errors():
             torch._foreach_norm([torch.ones(2, device=device), torch.zeros(0, device=device)], -1)
         with pytest.raises(RuntimeError, match="floating point"):
             torch._foreach_norm([torch.ones(3, dtype=torch.int64, device=device)])
+
+
+def test_max():
+    same_as_cpu(torch._foreach_max, [t for t in tensors() if t.numel()])
+    same_as_cpu(torch._foreach_max, [torch.tensor([1, 5, 2]), torch.tensor([[float("nan"), 1.0]]),
+                                     make((3, 2), torch.bfloat16)])
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="_foreach_max cannot compute the maximum of an empty tensor"):
+            torch._foreach_max([torch.ones(2, device=device), torch.zeros(0, device=device)])
+
+
+def test_backward_through_functional_foreach():
+    def run(device):
+        a = [t.to(device).requires_grad_() for t in positive(shapes=SHAPES[:4])]
+        b = [t.to(device).requires_grad_() for t in tensors(seed=5, shapes=SHAPES[:4])]
+        r = torch._foreach_addcmul(torch._foreach_exp(torch._foreach_mul(a, b)), a, b, value=0.5)
+        r = torch._foreach_div(torch._foreach_sqrt(a), torch._foreach_add(r, 3.0))
+        sum(t.sum() for t in r).backward()
+        return [t.grad.cpu() for t in a + b]
+
+    for g, e in zip(run("tpu"), run("cpu")):
+        assert_close(g, e, rtol=1e-5, atol=1e-5)
 
 
 def test_zero_copy_clone():

@@ -35,6 +35,7 @@
 #include <ATen/ops/_foreach_log1p_native.h>
 #include <ATen/ops/_foreach_log2_native.h>
 #include <ATen/ops/_foreach_log_native.h>
+#include <ATen/ops/_foreach_max_native.h>
 #include <ATen/ops/_foreach_mul_native.h>
 #include <ATen/ops/_foreach_neg_native.h>
 #include <ATen/ops/_foreach_norm_native.h>
@@ -401,6 +402,26 @@ Tensors norm(TL self, const c10::Scalar& ord, std::optional<c10::ScalarType> dty
   });
 }
 
+// max(t) of each element; NaN propagates.
+Tensors max(TL self) {
+  check_foreach_api_restrictions(self);
+  int d = common_device({self});
+  bool plain = true;
+  for (const at::Tensor& t : self) plain = plain && !t.is_complex() && t.scalar_type() != c10::kBool;
+  if (d < 0 || !plain) return at::native::foreach_tensor_max_slow(self);
+  for (const at::Tensor& t : self)
+    TORCH_CHECK(t.numel() > 0, "_foreach_max cannot compute the maximum of an empty tensor; max over zero elements "
+                "is undefined.");
+  c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(d));
+  return batched_map("_foreach_max", d, self.size(), [&](size_t i) {
+    const at::Tensor& t = self[i];
+    at::Tensor out = at::empty({}, t.options().device(where));
+    Program& prog = ProgramBatch::active()->program();
+    prog.write(out, lowering::amax(prog.graph(), prog.read(t), lowering::reduction_dims({}, t.dim()), false));
+    return out;
+  });
+}
+
 void zero_(TL self) {
   check_foreach_api_restrictions(self);
   int d = common_device({self});
@@ -498,6 +519,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   UNARY_OPS(REGISTER_UNARY)
 #undef REGISTER_UNARY
   m.impl("_foreach_norm.Scalar", norm);
+  m.impl("_foreach_max", max);
   m.impl("_foreach_zero_", zero_);
   m.impl("_foreach_copy_", copy_);
   m.impl("_foreach_clone", clone);
