@@ -355,3 +355,18 @@ def test_errors():
     # a failed call leaves nothing half-built behind: the next op works
     torch._foreach_add_(a, 1)
     assert_close(a[0].cpu(), tensors(shapes=[(3,)])[0] + 1)
+
+
+@pytest.mark.skipif(torch_tpu.tpu.device_count() < 2, reason="needs two tpu devices")
+def test_other_and_mixed_devices():
+    cpu = tensors(shapes=[(3,), (2, 2)])
+    # all on tpu:1: the one-program path on that device
+    on1 = [t.to("tpu:1") for t in cpu]
+    torch._foreach_mul_(on1, 3.0)
+    # spread over tpu:0 and tpu:1: ATen's per-tensor kernels, same results
+    mixed = [cpu[0].to("tpu:0"), cpu[1].to("tpu:1")]
+    out = torch._foreach_add(mixed, 1.0)
+    for t1, tm, o, c in zip(on1, mixed, out, cpu):
+        assert t1.device.index == 1 and o.device == tm.device
+        assert_close(t1.cpu(), c * 3)
+        assert_close(o.cpu(), c + 1)
