@@ -6,6 +6,7 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <optional>
 #include <string>
 #include <unordered_set>
 
@@ -42,7 +43,10 @@ at::Tensor elementwise(const char* name, const std::vector<at::Tensor>& inputs, 
   c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
   c10::DeviceGuard guard(where);
   at::Tensor output = prepare_output(name, out, shape, result, where, inplace);
-  Program p(name, device);
+  ProgramBatch* batch = ProgramBatch::active();
+  std::optional<Program> own;
+  if (batch == nullptr) own.emplace(name, device);
+  Program& p = batch != nullptr ? batch->program() : *own;
   ir::Graph& g = p.graph();
   ir::Shape target = to_shape(shape);
   for (const at::Tensor& t : inputs) check_complex_support(name, t.scalar_type());
@@ -55,9 +59,28 @@ at::Tensor elementwise(const char* name, const std::vector<at::Tensor>& inputs, 
     values.push_back(ir::broadcast_to(g, v, target));
   }
   p.write(output, build(g, values));
-  p.run();
+  if (batch == nullptr) p.run();
   return output;
 }
+
+namespace {
+thread_local ProgramBatch* current_batch = nullptr;
+}
+
+ProgramBatch::ProgramBatch(const char* name, int device) : program_(name, device), previous_(current_batch) {
+  current_batch = this;
+}
+ProgramBatch::~ProgramBatch() { end(); }
+void ProgramBatch::end() {
+  if (ended_) return;
+  ended_ = true;
+  current_batch = previous_;
+}
+void ProgramBatch::run() {
+  end();
+  program_.run();
+}
+ProgramBatch* ProgramBatch::active() { return current_batch; }
 
 c10::ScalarType float_type_for(c10::ScalarType t) {
   return c10::isFloatingType(t) || c10::isComplexType(t) ? t : c10::typeMetaToScalarType(c10::get_default_dtype());

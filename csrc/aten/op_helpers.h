@@ -22,6 +22,31 @@ ir::Shape to_shape(c10::IntArrayRef sizes);
 at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArrayRef shape,
                           c10::ScalarType dtype, c10::Device device, bool inplace);
 
+// One program for many elementwise ops (a _foreach_* op runs each list
+// element's per-tensor op, with its own dtype rules and checks, into one
+// program): while a ProgramBatch is alive on this thread, elementwise()
+// builds into its program instead of launching one per call; run() launches
+// them all at once. Only ops that go through elementwise() may be called
+// inside a batch: any other op would run before the batch's writes.
+class ProgramBatch {
+ public:
+  ProgramBatch(const char* name, int device);
+  ~ProgramBatch();
+  ProgramBatch(const ProgramBatch&) = delete;
+  ProgramBatch& operator=(const ProgramBatch&) = delete;
+  Program& program() { return program_; }
+  // Ends the batch and launches its program.
+  void run();
+  // The batch of this thread, or nullptr.
+  static ProgramBatch* active();
+
+ private:
+  void end();
+  Program program_;
+  ProgramBatch* previous_;
+  bool ended_ = false;
+};
+
 // Runs an elementwise op: inputs are converted to `compute` and broadcast to
 // one shape, `build` combines them, the result lands in `out` (in-place or
 // out=) or in a new tensor of dtype `result`.

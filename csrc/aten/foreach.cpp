@@ -1,0 +1,529 @@
+// _foreach_* ops: one program per call. Each list element runs its
+// per-tensor op (same dtype rules, checks and lowerings as the op itself)
+// inside a ProgramBatch, so the whole list is one launch in strict mode and
+// one append to the pending graph in fused mode, as a CUDA multi-tensor
+// kernel is one launch. Lists that are not all tpu tensors on one device
+// (and inputs the one-program path does not cover) go to ATen's per-tensor
+// kernels, which are correct by construction.
+#include <ATen/core/Tensor.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/ForeachUtils.h>
+#include <ATen/ops/_foreach_abs_native.h>
+#include <ATen/ops/_foreach_acos_native.h>
+#include <ATen/ops/_foreach_add_native.h>
+#include <ATen/ops/_foreach_addcdiv_native.h>
+#include <ATen/ops/_foreach_addcmul_native.h>
+#include <ATen/ops/_foreach_asin_native.h>
+#include <ATen/ops/_foreach_atan_native.h>
+#include <ATen/ops/_foreach_ceil_native.h>
+#include <ATen/ops/_foreach_clamp_max_native.h>
+#include <ATen/ops/_foreach_clamp_min_native.h>
+#include <ATen/ops/_foreach_clone_native.h>
+#include <ATen/ops/_foreach_copy_native.h>
+#include <ATen/ops/_foreach_cos_native.h>
+#include <ATen/ops/_foreach_cosh_native.h>
+#include <ATen/ops/_foreach_div_native.h>
+#include <ATen/ops/_foreach_erf_native.h>
+#include <ATen/ops/_foreach_erfc_native.h>
+#include <ATen/ops/_foreach_exp_native.h>
+#include <ATen/ops/_foreach_expm1_native.h>
+#include <ATen/ops/_foreach_floor_native.h>
+#include <ATen/ops/_foreach_frac_native.h>
+#include <ATen/ops/_foreach_lerp_native.h>
+#include <ATen/ops/_foreach_lgamma_native.h>
+#include <ATen/ops/_foreach_log10_native.h>
+#include <ATen/ops/_foreach_log1p_native.h>
+#include <ATen/ops/_foreach_log2_native.h>
+#include <ATen/ops/_foreach_log_native.h>
+#include <ATen/ops/_foreach_max_native.h>
+#include <ATen/ops/_foreach_mul_native.h>
+#include <ATen/ops/_foreach_neg_native.h>
+#include <ATen/ops/_foreach_norm_native.h>
+#include <ATen/ops/_foreach_pow_native.h>
+#include <ATen/ops/_foreach_reciprocal_native.h>
+#include <ATen/ops/_foreach_round_native.h>
+#include <ATen/ops/_foreach_rsqrt_native.h>
+#include <ATen/ops/_foreach_sigmoid_native.h>
+#include <ATen/ops/_foreach_sign_native.h>
+#include <ATen/ops/_foreach_sin_native.h>
+#include <ATen/ops/_foreach_sinh_native.h>
+#include <ATen/ops/_foreach_sqrt_native.h>
+#include <ATen/ops/_foreach_sub_native.h>
+#include <ATen/ops/_foreach_tan_native.h>
+#include <ATen/ops/_foreach_tanh_native.h>
+#include <ATen/ops/_foreach_trunc_native.h>
+#include <ATen/ops/_foreach_zero_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/pow.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "aten/op_helpers.h"
+#include "ir/ops.h"
+#include "lowering/reduce.h"
+#include "lowering/types.h"
+
+namespace tpu::aten {
+namespace {
+
+using TL = at::TensorList;
+using Scalars = at::ArrayRef<c10::Scalar>;
+using Tensors = std::vector<at::Tensor>;
+using at::native::check_foreach_api_restrictions;
+
+// The device of the one-program path: every tensor of every list is a tpu
+// tensor on it. -1: some tensor is elsewhere (ATen's per-tensor kernel then
+// runs, or raises the per-tensor op's device error).
+int common_device(std::initializer_list<TL> lists) {
+  int device = -1;
+  for (TL list : lists)
+    for (const at::Tensor& t : list) {
+      if (!t.defined() || !t.is_privateuseone()) return -1;
+      int d = t.device().index();
+      if (device < 0) device = d;
+      else if (d != device) return -1;
+    }
+  return device;
+}
+
+// A foreach op's `Tensor other` scalar operand: 0-dim, a CPU scalar or a tpu
+// tensor on `device` (anything else goes to ATen, which raises).
+bool usable_scalar_tensor(const at::Tensor& t, int device) {
+  if (!t.defined() || t.dim() != 0) return false;
+  return t.device().is_cpu() || (t.is_privateuseone() && t.device().index() == device);
+}
+
+// Runs `element(i)` for every index inside one ProgramBatch and launches it once.
+template <class F>
+void batched(const char* name, int device, size_t n, F&& element) {
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  ProgramBatch batch(name, device);
+  for (size_t i = 0; i < n; ++i) element(i);
+  batch.run();
+}
+
+template <class F>
+Tensors batched_map(const char* name, int device, size_t n, F&& element) {
+  Tensors result;
+  result.reserve(n);
+  batched(name, device, n, [&](size_t i) { result.push_back(element(i)); });
+  return result;
+}
+
+// ------------------------------------------------------------ elementwise families
+//
+// NAME: the foreach op; OP: the per-tensor method each element runs;
+// SLOW: the stem of ATen's per-tensor kernels (maximum/minimum run
+// clamp_min/clamp_max, as in ATen).
+
+#define FOREACH_SCALAR(NAME, OP, SLOW)                                                                   \
+  Tensors NAME##_scalar(TL self, const c10::Scalar& s) {                                                 \
+    check_foreach_api_restrictions(self);                                                                \
+    int d = common_device({self});                                                                       \
+    if (d < 0) return at::native::foreach_tensor_##SLOW##_scalar_kernel_slow(self, s);                   \
+    return batched_map("_foreach_" #NAME ".Scalar", d, self.size(), [&](size_t i) { return self[i].OP(s); }); \
+  }                                                                                                      \
+  void NAME##_scalar_(TL self, const c10::Scalar& s) {                                                   \
+    check_foreach_api_restrictions(self);                                                                \
+    int d = common_device({self});                                                                       \
+    if (d < 0) return at::native::foreach_tensor_##SLOW##_scalar_kernel_slow_(self, s);                  \
+    batched("_foreach_" #NAME "_.Scalar", d, self.size(), [&](size_t i) { self[i].OP##_(s); });          \
+  }
+
+#define FOREACH_SCALARLIST(NAME, OP, SLOW)                                                               \
+  Tensors NAME##_scalarlist(TL self, Scalars s) {                                                        \
+    check_foreach_api_restrictions(self, s);                                                             \
+    int d = common_device({self});                                                                       \
+    if (d < 0) return at::native::foreach_tensor_##SLOW##_scalarlist_kernel_slow(self, s);               \
+    return batched_map("_foreach_" #NAME ".ScalarList", d, self.size(),                                  \
+                       [&](size_t i) { return self[i].OP(s[i]); });                                      \
+  }                                                                                                      \
+  void NAME##_scalarlist_(TL self, Scalars s) {                                                          \
+    check_foreach_api_restrictions(self, s);                                                             \
+    int d = common_device({self});                                                                       \
+    if (d < 0) return at::native::foreach_tensor_##SLOW##_scalarlist_kernel_slow_(self, s);              \
+    batched("_foreach_" #NAME "_.ScalarList", d, self.size(), [&](size_t i) { self[i].OP##_(s[i]); });   \
+  }
+
+#define FOREACH_LIST(NAME, OP, SLOW)                                                                     \
+  Tensors NAME##_list(TL self, TL other) {                                                               \
+    check_foreach_api_restrictions(self, other);                                                         \
+    int d = common_device({self, other});                                                                \
+    if (d < 0) return at::native::foreach_tensor_##SLOW##_list_kernel_slow(self, other);                 \
+    return batched_map("_foreach_" #NAME ".List", d, self.size(),                                        \
+                       [&](size_t i) { return self[i].OP(other[i]); });                                  \
+  }                                                                                                      \
+  void NAME##_list_(TL self, TL other) {                                                                 \
+    check_foreach_api_restrictions(self, other);                                                         \
+    int d = common_device({self, other});                                                                \
+    if (d < 0) return at::native::foreach_tensor_##SLOW##_list_kernel_slow_(self, other);                \
+    batched("_foreach_" #NAME "_.List", d, self.size(), [&](size_t i) { self[i].OP##_(other[i]); });     \
+  }
+
+#define FOREACH_LIST_ALPHA(NAME)                                                                         \
+  Tensors NAME##_list(TL self, TL other, const c10::Scalar& alpha) {                                     \
+    check_foreach_api_restrictions(self, other);                                                         \
+    int d = common_device({self, other});                                                                \
+    if (d < 0) return at::native::foreach_tensor_##NAME##_list_kernel_slow(self, other, alpha);          \
+    return batched_map("_foreach_" #NAME ".List", d, self.size(),                                        \
+                       [&](size_t i) { return self[i].NAME(other[i], alpha); });                         \
+  }                                                                                                      \
+  void NAME##_list_(TL self, TL other, const c10::Scalar& alpha) {                                       \
+    check_foreach_api_restrictions(self, other);                                                         \
+    int d = common_device({self, other});                                                                \
+    if (d < 0) return at::native::foreach_tensor_##NAME##_list_kernel_slow_(self, other, alpha);         \
+    batched("_foreach_" #NAME "_.List", d, self.size(), [&](size_t i) { self[i].NAME##_(other[i], alpha); }); \
+  }
+
+// `other` is one 0-dim tensor for the whole list (Adam's step counts, a
+// device-side learning rate).
+#define FOREACH_TENSOR(NAME)                                                                             \
+  Tensors NAME##_tensor(TL self, const at::Tensor& other) {                                              \
+    check_foreach_api_restrictions(self);                                                                \
+    int d = common_device({self});                                                                       \
+    if (d < 0 || !usable_scalar_tensor(other, d))                                                        \
+      return at::native::foreach_tensor_##NAME##_tensor_kernel_slow(self, other);                        \
+    return batched_map("_foreach_" #NAME ".Tensor", d, self.size(), [&](size_t i) { return self[i].NAME(other); }); \
+  }                                                                                                      \
+  void NAME##_tensor_(TL self, const at::Tensor& other) {                                                \
+    check_foreach_api_restrictions(self);                                                                \
+    int d = common_device({self});                                                                       \
+    if (d < 0 || !usable_scalar_tensor(other, d))                                                        \
+      return at::native::foreach_tensor_##NAME##_tensor_kernel_slow_(self, other);                       \
+    batched("_foreach_" #NAME "_.Tensor", d, self.size(), [&](size_t i) { self[i].NAME##_(other); });    \
+  }
+
+FOREACH_SCALAR(add, add, add)
+FOREACH_SCALAR(sub, sub, sub)
+FOREACH_SCALAR(mul, mul, mul)
+FOREACH_SCALAR(div, div, div)
+FOREACH_SCALAR(clamp_min, clamp_min, clamp_min)
+FOREACH_SCALAR(clamp_max, clamp_max, clamp_max)
+FOREACH_SCALAR(maximum, clamp_min, clamp_min)
+FOREACH_SCALAR(minimum, clamp_max, clamp_max)
+FOREACH_SCALAR(pow, pow, pow)
+FOREACH_SCALARLIST(add, add, add)
+FOREACH_SCALARLIST(sub, sub, sub)
+FOREACH_SCALARLIST(mul, mul, mul)
+FOREACH_SCALARLIST(div, div, div)
+FOREACH_SCALARLIST(clamp_min, clamp_min, clamp_min)
+FOREACH_SCALARLIST(clamp_max, clamp_max, clamp_max)
+FOREACH_SCALARLIST(maximum, clamp_min, clamp_min)
+FOREACH_SCALARLIST(minimum, clamp_max, clamp_max)
+FOREACH_SCALARLIST(pow, pow, pow)
+FOREACH_LIST_ALPHA(add)
+FOREACH_LIST_ALPHA(sub)
+FOREACH_LIST(mul, mul, mul)
+FOREACH_LIST(div, div, div)
+FOREACH_LIST(clamp_min, clamp_min, clamp_min)
+FOREACH_LIST(clamp_max, clamp_max, clamp_max)
+FOREACH_LIST(maximum, clamp_min, clamp_min)
+FOREACH_LIST(minimum, clamp_max, clamp_max)
+FOREACH_LIST(pow, pow, pow)
+FOREACH_TENSOR(mul)
+FOREACH_TENSOR(div)
+#undef FOREACH_SCALAR
+#undef FOREACH_SCALARLIST
+#undef FOREACH_LIST
+#undef FOREACH_LIST_ALPHA
+#undef FOREACH_TENSOR
+
+// add.Tensor has an alpha.
+Tensors add_tensor(TL self, const at::Tensor& other, const c10::Scalar& alpha) {
+  check_foreach_api_restrictions(self);
+  int d = common_device({self});
+  if (d < 0 || !usable_scalar_tensor(other, d))
+    return at::native::foreach_tensor_add_tensor_kernel_slow(self, other, alpha);
+  return batched_map("_foreach_add.Tensor", d, self.size(), [&](size_t i) { return self[i].add(other, alpha); });
+}
+void add_tensor_(TL self, const at::Tensor& other, const c10::Scalar& alpha) {
+  check_foreach_api_restrictions(self);
+  int d = common_device({self});
+  if (d < 0 || !usable_scalar_tensor(other, d))
+    return at::native::foreach_tensor_add_tensor_kernel_slow_(self, other, alpha);
+  batched("_foreach_add_.Tensor", d, self.size(), [&](size_t i) { self[i].add_(other, alpha); });
+}
+
+// pow(Scalar, Tensor[]).
+Tensors pow_scalar_and_tensor(const c10::Scalar& base, TL exponent) {
+  check_foreach_api_restrictions(exponent);
+  int d = common_device({exponent});
+  if (d < 0) return at::native::foreach_scalar_pow_list_kernel_slow(base, exponent);
+  return batched_map("_foreach_pow.ScalarAndTensor", d, exponent.size(),
+                     [&](size_t i) { return at::pow(base, exponent[i]); });
+}
+
+// ------------------------------------------------------------ addcmul / addcdiv
+
+#define FOREACH_ADDC(NAME)                                                                                 \
+  Tensors NAME##_scalar(TL self, TL t1, TL t2, const c10::Scalar& value) {                                 \
+    check_foreach_api_restrictions(self, t1, t2);                                                          \
+    int d = common_device({self, t1, t2});                                                                 \
+    if (d < 0) return at::native::foreach_tensor_##NAME##_scalar_slow(self, t1, t2, value);                \
+    return batched_map("_foreach_" #NAME ".Scalar", d, self.size(),                                        \
+                       [&](size_t i) { return self[i].NAME(t1[i], t2[i], value); });                       \
+  }                                                                                                        \
+  void NAME##_scalar_(TL self, TL t1, TL t2, const c10::Scalar& value) {                                   \
+    check_foreach_api_restrictions(self, t1, t2);                                                          \
+    int d = common_device({self, t1, t2});                                                                 \
+    if (d < 0) return at::native::foreach_tensor_##NAME##_scalar_slow_(self, t1, t2, value);               \
+    batched("_foreach_" #NAME "_.Scalar", d, self.size(), [&](size_t i) { self[i].NAME##_(t1[i], t2[i], value); }); \
+  }                                                                                                        \
+  Tensors NAME##_scalarlist(TL self, TL t1, TL t2, Scalars s) {                                            \
+    check_foreach_api_restrictions(self, t1, t2, s);                                                       \
+    int d = common_device({self, t1, t2});                                                                 \
+    if (d < 0) return at::native::foreach_tensor_##NAME##_scalarlist_slow(self, t1, t2, s);                \
+    return batched_map("_foreach_" #NAME ".ScalarList", d, self.size(),                                    \
+                       [&](size_t i) { return self[i].NAME(t1[i], t2[i], s[i]); });                        \
+  }                                                                                                        \
+  void NAME##_scalarlist_(TL self, TL t1, TL t2, Scalars s) {                                              \
+    check_foreach_api_restrictions(self, t1, t2, s);                                                       \
+    int d = common_device({self, t1, t2});                                                                 \
+    if (d < 0) return at::native::foreach_tensor_##NAME##_scalarlist_slow_(self, t1, t2, s);               \
+    batched("_foreach_" #NAME "_.ScalarList", d, self.size(), [&](size_t i) { self[i].NAME##_(t1[i], t2[i], s[i]); }); \
+  }                                                                                                        \
+  /* The Tensor overload packs one scalar per element in a 1-d CPU tensor. */                              \
+  Tensors NAME##_tensor(TL self, TL t1, TL t2, const at::Tensor& scalars) {                                \
+    check_foreach_api_restrictions(self, t1, t2);                                                          \
+    return NAME##_scalarlist(self, t1, t2, at::native::convert_tensor_to_scalar_list(scalars, self.size())); \
+  }                                                                                                        \
+  void NAME##_tensor_(TL self, TL t1, TL t2, const at::Tensor& scalars) {                                  \
+    check_foreach_api_restrictions(self, t1, t2);                                                          \
+    NAME##_scalarlist_(self, t1, t2, at::native::convert_tensor_to_scalar_list(scalars, self.size()));     \
+  }
+FOREACH_ADDC(addcmul)
+FOREACH_ADDC(addcdiv)
+#undef FOREACH_ADDC
+
+// ------------------------------------------------------------ lerp
+
+Tensors lerp_scalar(TL self, TL end, const c10::Scalar& w) {
+  check_foreach_api_restrictions(self, end);
+  int d = common_device({self, end});
+  if (d < 0) return at::native::foreach_tensor_lerp_list_kernel_slow(self, end, w);
+  return batched_map("_foreach_lerp.Scalar", d, self.size(), [&](size_t i) { return self[i].lerp(end[i], w); });
+}
+void lerp_scalar_(TL self, TL end, const c10::Scalar& w) {
+  check_foreach_api_restrictions(self, end);
+  int d = common_device({self, end});
+  if (d < 0) return at::native::foreach_tensor_lerp_list_kernel_slow_(self, end, w);
+  batched("_foreach_lerp_.Scalar", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], w); });
+}
+Tensors lerp_scalarlist(TL self, TL end, Scalars w) {
+  check_foreach_api_restrictions(self, end, w);
+  int d = common_device({self, end});
+  if (d < 0) return at::native::foreach_tensor_lerp_scalarlist_kernel_slow(self, end, w);
+  return batched_map("_foreach_lerp.ScalarList", d, self.size(), [&](size_t i) { return self[i].lerp(end[i], w[i]); });
+}
+void lerp_scalarlist_(TL self, TL end, Scalars w) {
+  check_foreach_api_restrictions(self, end, w);
+  int d = common_device({self, end});
+  if (d < 0) return at::native::foreach_tensor_lerp_scalarlist_kernel_slow_(self, end, w);
+  batched("_foreach_lerp_.ScalarList", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], w[i]); });
+}
+Tensors lerp_list(TL self, TL end, TL w) {
+  check_foreach_api_restrictions(self, end, w);
+  int d = common_device({self, end, w});
+  if (d < 0) return at::native::foreach_tensor_ternary_lerp_slow(self, end, w);
+  return batched_map("_foreach_lerp.List", d, self.size(), [&](size_t i) { return self[i].lerp(end[i], w[i]); });
+}
+void lerp_list_(TL self, TL end, TL w) {
+  check_foreach_api_restrictions(self, end, w);
+  int d = common_device({self, end, w});
+  if (d < 0) return at::native::foreach_tensor_ternary_lerp_slow_(self, end, w);
+  batched("_foreach_lerp_.List", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], w[i]); });
+}
+
+// ------------------------------------------------------------ unary
+
+#define FOREACH_UNARY(NAME)                                                                              \
+  Tensors NAME##_unary(TL self) {                                                                        \
+    check_foreach_api_restrictions(self);                                                                \
+    int d = common_device({self});                                                                       \
+    if (d < 0) return at::native::foreach_tensor_##NAME##_slow(self);                                    \
+    return batched_map("_foreach_" #NAME, d, self.size(), [&](size_t i) { return self[i].NAME(); });     \
+  }                                                                                                      \
+  void NAME##_unary_(TL self) {                                                                          \
+    check_foreach_api_restrictions(self);                                                                \
+    int d = common_device({self});                                                                       \
+    if (d < 0) return at::native::foreach_tensor_##NAME##_slow_(self);                                   \
+    batched("_foreach_" #NAME "_", d, self.size(), [&](size_t i) { self[i].NAME##_(); });                \
+  }
+// Every per-tensor op here builds through elementwise() (ProgramBatch's rule).
+#define UNARY_OPS(X)                                                                                     \
+  X(abs) X(acos) X(asin) X(atan) X(ceil) X(cos) X(cosh) X(erf) X(erfc) X(exp) X(expm1) X(floor) X(frac)  \
+  X(lgamma) X(log) X(log10) X(log1p) X(log2) X(neg) X(reciprocal) X(round) X(rsqrt) X(sigmoid) X(sign)   \
+  X(sin) X(sinh) X(sqrt) X(tan) X(tanh) X(trunc)
+UNARY_OPS(FOREACH_UNARY)
+#undef FOREACH_UNARY
+
+// ------------------------------------------------------------ norm, zero_, copy_, clone
+// These build into the batch's program directly (their per-tensor ops do
+// not go through elementwise()).
+
+std::string ord_name(double p) {
+  if (std::isinf(p)) return p > 0 ? "inf" : "-inf";
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", p);
+  return buffer;
+}
+
+// linalg_vector_norm(t, ord, dim=None, keepdim=False, dtype) of each element.
+Tensors norm(TL self, const c10::Scalar& ord, std::optional<c10::ScalarType> dtype) {
+  check_foreach_api_restrictions(self);
+  int d = common_device({self});
+  bool complex = false;
+  for (const at::Tensor& t : self) complex = complex || t.is_complex();
+  if (d < 0 || complex || ord.isComplex()) return at::native::foreach_tensor_norm_slow(self, ord, dtype);
+  double p = ord.toDouble();
+  for (const at::Tensor& t : self) {
+    TORCH_CHECK(c10::isFloatingType(t.scalar_type()),
+                "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", t.scalar_type());
+    // Only 0 and positive finite orders have an identity (ATen names +inf itself).
+    TORCH_CHECK(!(p == INFINITY) || t.numel() != 0, "_foreach_norm cannot compute the infinity norm on an empty "
+                "tensor because the operation does not have an identity");
+    TORCH_CHECK(!(p < 0) || t.numel() != 0, "linalg.vector_norm cannot compute the ", ord_name(p),
+                " norm on an empty tensor because the operation does not have an identity");
+  }
+  c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(d));
+  return batched_map("_foreach_norm.Scalar", d, self.size(), [&](size_t i) {
+    const at::Tensor& t = self[i];
+    c10::ScalarType result = dtype.value_or(t.scalar_type());
+    at::Tensor out = at::empty({}, at::TensorOptions().dtype(result).device(where));
+    Program& prog = ProgramBatch::active()->program();
+    ir::Dims all = lowering::reduction_dims({}, t.dim());
+    prog.write(out, lowering::vector_norm(prog.graph(), prog.read(t), p, all, false, lowering::to_ir(result)));
+    return out;
+  });
+}
+
+// max(t) of each element; NaN propagates.
+Tensors max(TL self) {
+  check_foreach_api_restrictions(self);
+  int d = common_device({self});
+  bool plain = true;
+  for (const at::Tensor& t : self) plain = plain && !t.is_complex() && t.scalar_type() != c10::kBool;
+  if (d < 0 || !plain) return at::native::foreach_tensor_max_slow(self);
+  for (const at::Tensor& t : self)
+    TORCH_CHECK(t.numel() > 0, "_foreach_max cannot compute the maximum of an empty tensor; max over zero elements "
+                "is undefined.");
+  c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(d));
+  return batched_map("_foreach_max", d, self.size(), [&](size_t i) {
+    const at::Tensor& t = self[i];
+    at::Tensor out = at::empty({}, t.options().device(where));
+    Program& prog = ProgramBatch::active()->program();
+    prog.write(out, lowering::amax(prog.graph(), prog.read(t), lowering::reduction_dims({}, t.dim()), false));
+    return out;
+  });
+}
+
+void zero_(TL self) {
+  check_foreach_api_restrictions(self);
+  int d = common_device({self});
+  if (d < 0) return at::native::foreach_tensor_zero_slow_(self);
+  batched("_foreach_zero_", d, self.size(), [&](size_t i) {
+    Program& prog = ProgramBatch::active()->program();
+    const at::Tensor& t = self[i];
+    prog.write(t, ir::full(prog.graph(), lowering::to_ir(t.scalar_type()), 0, to_shape(t.sizes())));
+  });
+}
+
+// copy_ between tpu tensors of one device: src broadcast to self and
+// converted to its dtype. Lazy conj/neg bits and complex-to-real copies
+// (a warning in ATen) take copy_'s own path.
+void copy_(TL self, TL src, bool non_blocking) {
+  check_foreach_api_restrictions(self, src);
+  int d = common_device({self, src});
+  bool plain = true;
+  for (TL list : {self, src})
+    for (const at::Tensor& t : list) plain = plain && !t.is_conj() && !t.is_neg();
+  for (size_t i = 0; plain && i < self.size(); ++i) plain = !(src[i].is_complex() && !self[i].is_complex());
+  if (d < 0 || !plain) return at::native::foreach_tensor_copy_list_kernel_slow_(self, src, non_blocking);
+  batched("_foreach_copy_", d, self.size(), [&](size_t i) {
+    Program& prog = ProgramBatch::active()->program();
+    // copy_'s error for shapes that do not broadcast, before any building.
+    c10::DimVector shape = at::infer_size_dimvector(self[i].sizes(), src[i].sizes());
+    TORCH_CHECK(c10::IntArrayRef(shape).equals(self[i].sizes()), "output with shape ", self[i].sizes(),
+                " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+    prog.write(self[i], ir::broadcast_to(prog.graph(), prog.read(src[i]), to_shape(self[i].sizes())));
+  });
+}
+
+Tensors clone(TL self, std::optional<c10::MemoryFormat> memory_format) {
+  check_foreach_api_restrictions(self);
+  int d = common_device({self});
+  bool preserve = !memory_format.has_value() || *memory_format == c10::MemoryFormat::Preserve;
+  bool plain = preserve;
+  for (const at::Tensor& t : self) plain = plain && t.is_contiguous() && !t.is_conj() && !t.is_neg();
+  if (d < 0 || !plain) return at::native::foreach_tensor_clone_slow(self, memory_format);
+  c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(d));
+  return batched_map("_foreach_clone", d, self.size(), [&](size_t i) {
+    Program& prog = ProgramBatch::active()->program();
+    at::Tensor out = at::empty(self[i].sizes(), self[i].options().device(where));
+    prog.write(out, prog.read(self[i]));
+    return out;
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+#define REGISTER_BINARY(NAME)                                \
+  m.impl("_foreach_" #NAME ".Scalar", NAME##_scalar);        \
+  m.impl("_foreach_" #NAME "_.Scalar", NAME##_scalar_);      \
+  m.impl("_foreach_" #NAME ".ScalarList", NAME##_scalarlist); \
+  m.impl("_foreach_" #NAME "_.ScalarList", NAME##_scalarlist_); \
+  m.impl("_foreach_" #NAME ".List", NAME##_list);            \
+  m.impl("_foreach_" #NAME "_.List", NAME##_list_);
+  REGISTER_BINARY(add)
+  REGISTER_BINARY(sub)
+  REGISTER_BINARY(mul)
+  REGISTER_BINARY(div)
+  REGISTER_BINARY(clamp_min)
+  REGISTER_BINARY(clamp_max)
+  REGISTER_BINARY(maximum)
+  REGISTER_BINARY(minimum)
+  REGISTER_BINARY(pow)
+#undef REGISTER_BINARY
+  m.impl("_foreach_add.Tensor", add_tensor);
+  m.impl("_foreach_add_.Tensor", add_tensor_);
+  m.impl("_foreach_mul.Tensor", mul_tensor);
+  m.impl("_foreach_mul_.Tensor", mul_tensor_);
+  m.impl("_foreach_div.Tensor", div_tensor);
+  m.impl("_foreach_div_.Tensor", div_tensor_);
+  m.impl("_foreach_pow.ScalarAndTensor", pow_scalar_and_tensor);
+#define REGISTER_ADDC(NAME)                                    \
+  m.impl("_foreach_" #NAME ".Scalar", NAME##_scalar);          \
+  m.impl("_foreach_" #NAME "_.Scalar", NAME##_scalar_);        \
+  m.impl("_foreach_" #NAME ".ScalarList", NAME##_scalarlist);  \
+  m.impl("_foreach_" #NAME "_.ScalarList", NAME##_scalarlist_); \
+  m.impl("_foreach_" #NAME ".Tensor", NAME##_tensor);          \
+  m.impl("_foreach_" #NAME "_.Tensor", NAME##_tensor_);
+  REGISTER_ADDC(addcmul)
+  REGISTER_ADDC(addcdiv)
+#undef REGISTER_ADDC
+  m.impl("_foreach_lerp.Scalar", lerp_scalar);
+  m.impl("_foreach_lerp_.Scalar", lerp_scalar_);
+  m.impl("_foreach_lerp.ScalarList", lerp_scalarlist);
+  m.impl("_foreach_lerp_.ScalarList", lerp_scalarlist_);
+  m.impl("_foreach_lerp.List", lerp_list);
+  m.impl("_foreach_lerp_.List", lerp_list_);
+#define REGISTER_UNARY(NAME)                       \
+  m.impl("_foreach_" #NAME, NAME##_unary);         \
+  m.impl("_foreach_" #NAME "_", NAME##_unary_);
+  UNARY_OPS(REGISTER_UNARY)
+#undef REGISTER_UNARY
+  m.impl("_foreach_norm.Scalar", norm);
+  m.impl("_foreach_max", max);
+  m.impl("_foreach_zero_", zero_);
+  m.impl("_foreach_copy_", copy_);
+  m.impl("_foreach_clone", clone);
+}
+#undef UNARY_OPS
+
+}  // namespace tpu::aten
