@@ -181,6 +181,9 @@ def test_unfold_backward():
     for size, step in [(4, 2), (2, 3)]:
         check_grads(lambda a: a.unfold(1, size, step), make((3, 9, 2)))
         check_grads(lambda a: a.unfold(1, size, step), cmake((3, 9, 2)))
+    # A 0-dim input unfolds to one window of size 1 (or none of size 0).
+    check_grads(lambda a: a.unfold(0, 1, 1), make(()))
+    check_grads(lambda a: a.unfold(0, 0, 1).sum() + a, make(()))
 
 
 def test_fallback_with_complex(allow_fallback):

@@ -124,7 +124,16 @@ at::Tensor& fft_c2r_out(const at::Tensor& self, c10::IntArrayRef dim, int64_t no
 at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_sizes_sym, int64_t dim,
                            int64_t size, int64_t step) {
   std::vector<int64_t> input_sizes = C10_AS_INTARRAYREF_SLOW(input_sizes_sym).vec();
-  TORCH_CHECK(!input_sizes.empty(), "unfold_backward: a 0-dim input is not supported on tpu");
+  if (input_sizes.empty()) {  // a 0-dim input unfolds to [size] with size <= 1: its one window
+    c10::DeviceGuard guard(grad_in.device());
+    at::Tensor result = at::empty({}, grad_in.options());
+    Program p("unfold_backward", grad_in.device().index());
+    ir::DType dtype = lowering::to_ir(grad_in.scalar_type());
+    p.write(result, grad_in.numel() == 0 ? ir::full(p.graph(), dtype, 0, {})
+                                         : ir::reshape(p.graph(), p.read(grad_in), {}));
+    p.run();
+    return result;
+  }
   int64_t rank = static_cast<int64_t>(input_sizes.size());
   dim = at::maybe_wrap_dim(dim, rank);
   c10::DeviceGuard guard(grad_in.device());
