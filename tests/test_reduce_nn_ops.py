@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 import torch_tpu
-from support import make, to_tpu
+from support import check_grads, make, to_tpu
 
 NAN = float("nan")
 INF = float("inf")
@@ -297,6 +297,33 @@ def test_layer_norm_backward_mask():
     for mask in ([True, False, False], [False, True, True], [True, True, False]):
         check(lambda *a: torch.ops.aten.native_layer_norm_backward(a[0], a[1], [6], a[2], a[3], a[4], a[5], mask),
               grad, x, mean, rstd, w, b, rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------ group norm
+
+@pytest.mark.parametrize("shape,groups", [((2, 6, 5), 3), ((3, 4, 2, 3), 2), ((2, 4), 4), ((1, 6, 2, 2, 2), 1)],
+                         ids=str)
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm_backward(shape, groups, affine):
+    # The multiplier r makes the input gradient non-trivial (the sum of a
+    # normalised group does not depend on its input).
+    x, r = make(shape), make(shape, seed=5)
+    c = shape[1]
+    w, b = (make((c,), seed=1), make((c,), seed=2)) if affine else (None, None)
+    args = (x, r, w, b) if affine else (x, r)
+    check_grads(lambda t, r, *wb: F.group_norm(t, groups, *wb) * r, *args, rtol=1e-4, atol=1e-4)
+
+
+def test_group_norm_backward_bfloat16_and_mask():
+    x, grad = make((2, 4, 6), torch.bfloat16), make((2, 4, 6), torch.bfloat16, seed=3)
+    w = make((4,), torch.bfloat16, seed=1)
+    _, mean, rstd = torch.native_group_norm(x, w, None, 2, 4, 6, 2, 1e-5)
+    for mask in ([True, True, True], [False, True, False], [True, False, True]):
+        check(lambda *a: torch.ops.aten.native_group_norm_backward(*a, 2, 4, 6, 2, mask), grad, x, mean, rstd, w,
+              rtol=2e-2, atol=2e-2)
+    with pytest.raises(RuntimeError, match="divisible"):
+        torch.ops.aten.native_group_norm_backward(*[t.to("tpu") for t in (grad, x, mean, rstd, w)], 2, 4, 6, 3,
+                                                  [True, True, True])
 
 
 # ------------------------------------------------------------ batch norm

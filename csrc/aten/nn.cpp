@@ -195,6 +195,42 @@ Tensor3 layer_norm_backward(const at::Tensor& grad, const at::Tensor& input, c10
   return {gi, gw, gb};
 }
 
+// ------------------------------------------------------------ group norm
+
+Tensor3 group_norm_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& mean,
+                            const at::Tensor& rstd, const OptTensor& weight, c10::SymInt N, c10::SymInt C,
+                            c10::SymInt HxW, int64_t group, std::array<bool, 3> mask) {
+  int64_t channels = C.expect_int();
+  TORCH_CHECK(group > 0 && channels % group == 0, "native_group_norm_backward: expected C (", channels,
+              ") to be divisible by group (", group, ")");
+  TORCH_CHECK(grad.sizes() == input.sizes() && input.dim() >= 2 && input.size(0) == N.expect_int() &&
+                  input.size(1) == channels && mean.numel() == N.expect_int() * group && rstd.numel() == mean.numel(),
+              "native_group_norm_backward: inconsistent shapes: grad ", grad.sizes(), ", input ", input.sizes(),
+              ", mean ", mean.sizes(), ", rstd ", rstd.sizes(), ", group ", group);
+  TORCH_CHECK(!defined(weight) || weight->numel() == channels, "native_group_norm_backward: weight has ",
+              weight->numel(), " elements, expected ", channels);
+  c10::DeviceGuard guard(input.device());
+  at::Tensor gi, gw, gb;
+  c10::ScalarType param = defined(weight) ? weight->scalar_type() : input.scalar_type();
+  if (mask[0]) gi = new_tensor(input, input.sizes(), input.scalar_type());
+  if (mask[1] && defined(weight)) gw = new_tensor(input, {channels}, param);
+  if (mask[2]) gb = new_tensor(input, {channels}, param);
+  if (input.numel() == 0) {  // nothing was normalised: zero parameter grads
+    if (gw.defined()) gw.zero_();
+    if (gb.defined()) gb.zero_();
+    return {gi, gw, gb};
+  }
+  Program p("native_group_norm_backward", input.device().index());
+  lowering::NormGrads r = lowering::group_norm_backward(p.graph(), p.read(grad), p.read(input), p.read(mean),
+                                                        p.read(rstd), read_opt(p, weight), group, mask,
+                                                        ir_of(input.scalar_type()), ir_of(param));
+  if (gi.defined()) p.write(gi, r.input);
+  if (gw.defined()) p.write(gw, r.weight);
+  if (gb.defined()) p.write(gb, r.bias);
+  p.run();
+  return {gi, gw, gb};
+}
+
 // ------------------------------------------------------------ batch norm
 
 void check_batch_norm(const at::Tensor& input, std::initializer_list<std::pair<const char*, const OptTensor*>> params) {
@@ -1384,6 +1420,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_log_softmax_backward_data.out", log_softmax_backward_out);
   m.impl("native_layer_norm", layer_norm);
   m.impl("native_layer_norm_backward", layer_norm_backward);
+  m.impl("native_group_norm_backward", group_norm_backward);
   m.impl("native_batch_norm", native_batch_norm);
   m.impl("native_batch_norm.out", native_batch_norm_out);
   m.impl("_native_batch_norm_legit", batch_norm_legit);

@@ -176,6 +176,33 @@ NormGrads layer_norm_backward(ir::Graph& g, Value grad, Value x, int64_t axis, V
   return r;
 }
 
+NormGrads group_norm_backward(ir::Graph& g, Value grad, Value x, Value mean, Value rstd, OptValue weight,
+                              int64_t groups, std::array<bool, 3> mask, DType result, DType param_result) {
+  // Viewed as [N, groups, C / groups, HxW]: statistics per (n, group) over the last two dims.
+  Value xa = acc_of(g, x);
+  DType acc = g.type(xa).dtype;
+  const ir::Shape shape = g.type(xa).shape;
+  int64_t n = shape[0], c = shape[1];
+  ir::Shape grouped{n, groups, c / groups, ir::numel(shape) / (n * c)};
+  ir::Dims stats{2, 3}, per_channel{0, 3};
+  Value rs = ir::reshape(g, ir::convert(g, rstd, acc), {n, groups});
+  Value x_hat = normalise(g, ir::reshape(g, xa, grouped), ir::reshape(g, ir::convert(g, mean, acc), {n, groups}), rs,
+                          stats);
+  Value ga = ir::reshape(g, ir::convert(g, grad, acc), grouped);
+  NormGrads r;
+  if (mask[0]) {
+    Value w = weight ? ir::broadcast_in_dim(g, ir::reshape(g, ir::convert(g, *weight, acc), {groups, c / groups}),
+                                            grouped, {1, 2})
+                     : Value{};
+    Value gw = weight ? mul(g, ga, w) : ga;
+    Value dx = normalisation_input_grad(g, gw, x_hat, expand_reduced(g, rs, grouped, stats), stats);
+    r.input = ir::convert(g, ir::reshape(g, dx, shape), result);
+  }
+  if (mask[1] && weight) r.weight = ir::reshape(g, sum(g, mul(g, ga, x_hat), per_channel, false, acc, param_result), {c});
+  if (mask[2]) r.bias = ir::reshape(g, sum(g, ga, per_channel, false, acc, param_result), {c});
+  return r;
+}
+
 NormGrads batch_norm_backward(ir::Graph& g, Value grad, Value x, OptValue weight, Value mean, Value invstd,
                               bool train, std::array<bool, 3> mask, DType result, DType param_result) {
   Value xa = acc_of(g, x);

@@ -51,6 +51,11 @@ struct NormGrads {
 NormGrads layer_norm_backward(ir::Graph& g, ir::Value grad, ir::Value x, int64_t axis, ir::Value mean,
                               ir::Value rstd, OptValue weight, std::array<bool, 3> mask, ir::DType result,
                               ir::DType param_result);
+// Group norm backward: x is [N, C, *], mean/rstd [N, groups] (any float
+// dtype), weight per channel.
+NormGrads group_norm_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value mean, ir::Value rstd,
+                              OptValue weight, int64_t groups, std::array<bool, 3> mask, ir::DType result,
+                              ir::DType param_result);
 // Batch norm backward; mean/invstd per channel. In training the batch
 // statistics depend on x; in eval they are constants.
 NormGrads batch_norm_backward(ir::Graph& g, ir::Value grad, ir::Value x, OptValue weight, ir::Value mean,
