@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/metrics.h"
 #include "engine/runtime.h"
@@ -32,6 +33,16 @@ size_t max_ops() {
 }
 
 thread_local Cut t_cut_reason = Cut::DataRead;
+
+// A stable copy of an op's name: the pending graph lists its ops' names for a
+// failed graph's message, after the ops returned, and some ops name
+// themselves with a temporary string ("add_.out").
+const char* interned(const char* name) {
+  static std::mutex mutex;
+  static auto* names = new std::unordered_set<std::string>();
+  std::lock_guard<std::mutex> lock(mutex);
+  return names->emplace(name).first->c_str();
+}
 
 struct PendingGraph {
   // Recursive: a storage may die (forget_pending) on this thread while a cut
@@ -205,7 +216,7 @@ std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& gra
     value->in_pending_graph = true;
     if (p.written_slot.emplace(value, p.written.size()).second) p.written.push_back(value);
   }
-  p.ops.push_back(op);
+  p.ops.push_back(interned(op));
   if (!results.empty()) {
     std::vector<ir::Value> wanted;
     for (ir::Value r : results) wanted.push_back(mapped[r.id]);
