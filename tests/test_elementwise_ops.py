@@ -543,3 +543,22 @@ def test_optimizer_steps_match_cpu(name, foreach):
     got = run_optimizer("tpu", make_opt)
     for g, e in zip(got, expected):
         assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_zero_tensors_like_cpu():
+    # sgn's gradient for real inputs is a ZeroTensor (no memory): same on tpu as on CPU.
+    x = torch.randn(5)
+    grads = []
+    for device in ("cpu", "tpu"):
+        t = x.to(device, copy=True).requires_grad_()
+        (t.sgn() * 2).sum().backward()
+        grads.append(t.grad)
+    assert grads[0]._is_zerotensor() and grads[1]._is_zerotensor()
+    torch.testing.assert_close(grads[1].cpu(), grads[0])
+    z = torch._efficientzerotensor(3, 2, device="tpu")
+    assert z.device.type == "tpu" and z._is_zerotensor()
+    torch.testing.assert_close((z + 1).cpu(), torch.ones(3, 2))
+    torch.testing.assert_close((z * torch.full((3, 2), 7.0, device="tpu")).cpu(), torch.zeros(3, 2))
+    assert z.sum().item() == 0.0
+    with pytest.raises(RuntimeError, match="ZeroTensors are immutable"):
+        z.add_(1)

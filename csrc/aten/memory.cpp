@@ -2,6 +2,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -10,6 +11,10 @@
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <c10/core/DeviceGuard.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
 #include <torch/library.h>
 
 #include "aten/memory.h"
@@ -44,6 +49,28 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   c10::DeviceGuard guard(target_device(device));
   check_dtype(type);
   return at::detail::empty_generic(size, tpu_allocator(), kTpuKeys, type, memory_format);
+}
+
+// A tensor of zeros that holds no memory (autograd's zero gradients, e.g.
+// sgn's for real inputs): the ZeroTensor dispatch key hands every op zeros in
+// its place, as on CPU and CUDA.
+at::Tensor efficient_zero_tensor(c10::SymIntArrayRef size, std::optional<c10::ScalarType> dtype,
+                                 std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                                 std::optional<bool> pin_memory) {
+  c10::Device where = target_device(device);
+  static std::mutex mutex;
+  static auto* allocators = new std::map<int, std::unique_ptr<at::native::ZeroTensorAllocator>>();
+  at::Allocator* allocator;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& slot = (*allocators)[where.index()];
+    if (!slot) slot = std::make_unique<at::native::ZeroTensorAllocator>(where);
+    allocator = slot.get();
+  }
+  c10::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  check_dtype(type);
+  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), allocator,
+                                   kTpuKeys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor), type, std::nullopt);
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
@@ -242,6 +269,7 @@ at::Tensor& set_empty(at::Tensor& self) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
+  m.impl("_efficientzerotensor", efficient_zero_tensor);
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
