@@ -306,25 +306,25 @@ Value permute_rows(Graph& g, Value x, Value perm, bool inverse) {
   return ir::reshape(g, out, s);
 }
 
-Value lu_unpack_l(Graph& g, Value lu) {
+namespace {
+// The first min(m, n) entries of the packed [.., m, n] LU along `axis` (-1:
+// columns, for L; -2: rows, for U).
+Value lu_leading(Graph& g, Value lu, int64_t axis) {
   const Shape s = g.type(lu).shape;
   int64_t r = static_cast<int64_t>(s.size());
-  int64_t k = std::min(s[r - 2], s[r - 1]);
   ir::Dims lo(r, 0), hi(s.begin(), s.end());
-  hi[r - 1] = k;
-  Value x = ir::slice(g, lu, lo, hi);
+  hi[r + axis] = std::min(s[r - 2], s[r - 1]);
+  return ir::slice(g, lu, lo, hi);
+}
+}  // namespace
+
+Value lu_unpack_l(Graph& g, Value lu) {
+  Value x = lu_leading(g, lu, -1);
   const Shape xs = g.type(x).shape;
   return ir::select(g, band_mask(g, xs, 0, Compare::EQ), fill(g, x, 1), tril(g, x, -1));
 }
 
-Value lu_unpack_u(Graph& g, Value lu) {
-  const Shape s = g.type(lu).shape;
-  int64_t r = static_cast<int64_t>(s.size());
-  int64_t k = std::min(s[r - 2], s[r - 1]);
-  ir::Dims lo(r, 0), hi(s.begin(), s.end());
-  hi[r - 2] = k;
-  return triu(g, ir::slice(g, lu, lo, hi), 0);
-}
+Value lu_unpack_u(Graph& g, Value lu) { return triu(g, lu_leading(g, lu, -2), 0); }
 
 Value lu_solve(Graph& g, Value lu, Value pivots, Value b, bool left, bool adjoint) {
   // X A = B  <=>  A^T X^T = B^T.

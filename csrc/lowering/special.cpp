@@ -213,6 +213,18 @@ IgammaParts igamma_parts(M& m, Value a, Value x) {
 
 Value nan_like(M& m, Value v) { return m.c(v, std::numeric_limits<double>::quiet_NaN()); }
 
+// ATen's boundary values of P(a, x) and Q(a, x) = 1 - P over `v`: the two
+// functions differ only in their limits at x = 0 and x = inf (0/1 swapped).
+// Applied in reverse of ATen's order, since there the last assignment wins.
+Value igamma_boundaries(M& m, Value a, Value x, Value v, Value at_x_zero, Value at_x_inf) {
+  v = m.sel(m.isinf(x), at_x_inf, v);
+  v = m.sel(m.isinf(a), m.sel(m.isinf(x), nan_like(m, a), at_x_zero), v);
+  v = m.sel(m.eq(x, 0.0), at_x_zero, v);
+  v = m.sel(m.eq(a, 0.0), m.sel(m.gt(x, 0.0), at_x_inf, nan_like(m, a)), v);
+  v = m.sel(m.or_(m.lt(x, 0.0), m.lt(a, 0.0)), nan_like(m, a), v);
+  return m.sel(m.or_(m.isnan(a), m.isnan(x)), nan_like(m, a), v);
+}
+
 }  // namespace
 
 Value igamma(Graph& g, Value a, Value x) {
@@ -222,13 +234,7 @@ Value igamma(Graph& g, Value a, Value x) {
   Value below = m.lt(x, a);
   Value v = m.sel(m.and_(m.gt(x, 1.0), m.gt(x, a)), m.sub(one, r.q_core), r.p_series);
   v = m.sel(r.asymptotic, m.sel(below, r.p_series, m.sub(one, r.q_cf)), v);
-  // Boundary values, in ATen's order (last assignment wins, so reverse it).
-  v = m.sel(m.isinf(x), one, v);
-  v = m.sel(m.isinf(a), m.sel(m.isinf(x), nan_like(m, a), zero), v);
-  v = m.sel(m.eq(x, 0.0), zero, v);
-  v = m.sel(m.eq(a, 0.0), m.sel(m.gt(x, 0.0), one, nan_like(m, a)), v);
-  v = m.sel(m.or_(m.lt(x, 0.0), m.lt(a, 0.0)), nan_like(m, a), v);
-  return m.sel(m.or_(m.isnan(a), m.isnan(x)), nan_like(m, a), v);
+  return igamma_boundaries(m, a, x, v, zero, one);
 }
 
 Value igammac(Graph& g, Value a, Value x) {
@@ -237,12 +243,7 @@ Value igammac(Graph& g, Value a, Value x) {
   Value one = m.c(a, 1.0), zero = m.c(a, 0.0);
   Value below = m.lt(x, a);
   Value v = m.sel(r.asymptotic, m.sel(below, m.sub(one, r.p_series), r.q_cf), r.q_core);
-  v = m.sel(m.isinf(x), zero, v);
-  v = m.sel(m.isinf(a), m.sel(m.isinf(x), nan_like(m, a), one), v);
-  v = m.sel(m.eq(x, 0.0), one, v);
-  v = m.sel(m.eq(a, 0.0), m.sel(m.gt(x, 0.0), zero, nan_like(m, a)), v);
-  v = m.sel(m.or_(m.lt(x, 0.0), m.lt(a, 0.0)), nan_like(m, a), v);
-  return m.sel(m.or_(m.isnan(a), m.isnan(x)), nan_like(m, a), v);
+  return igamma_boundaries(m, a, x, v, one, zero);
 }
 
 Value lgamma(Graph& g, Value x) {

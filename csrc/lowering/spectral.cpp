@@ -93,6 +93,22 @@ Value reflector(Graph& g, Value reflectors, Value j) {
 // rows/columns themselves (static slices), and n - 1 moves are the identity:
 // after whole sweeps every index is back in place.
 
+// x's slices along `axis` (size 2h) as pairs: (even, odd) positions, each
+// shaped like x with `axis` of size h and an extra unit dim after it; undo
+// with pairs_joined.
+std::pair<Value, Value> split_pairs(Graph& g, Value x, int64_t axis) {
+  Shape s = shape_of(g, x);
+  Shape split(s.begin(), s.begin() + axis);
+  split.push_back(s[axis] / 2);
+  split.push_back(2);
+  split.insert(split.end(), s.begin() + axis + 1, s.end());
+  Value pairs = ir::reshape(g, x, split);
+  return {slice_axis(g, pairs, axis + 1, 0, 1), slice_axis(g, pairs, axis + 1, 1, 2)};
+}
+Value pairs_joined(Graph& g, Value even, Value odd, int64_t axis, const Shape& shape) {
+  return ir::reshape(g, ir::concatenate(g, {even, odd}, axis + 1), shape);
+}
+
 // The tournament move along `axis` (size n = 2h): with top = even positions
 // and bottom = odd ones, top' = [top0, bottom0, top1..top(h-2)],
 // bottom' = [bottom1..bottom(h-1), top(h-1)].
@@ -100,37 +116,25 @@ Value tournament_move(Graph& g, Value x, int64_t axis) {
   Shape s = shape_of(g, x);
   int64_t n = s[axis], h = n / 2;
   if (h < 2) return x;
-  Shape split(s.begin(), s.begin() + axis);
-  split.push_back(h);
-  split.push_back(2);
-  split.insert(split.end(), s.begin() + axis + 1, s.end());
-  Value pairs = ir::reshape(g, x, split);
-  Value top = slice_axis(g, pairs, axis + 1, 0, 1), bottom = slice_axis(g, pairs, axis + 1, 1, 2);
+  auto [top, bottom] = split_pairs(g, x, axis);
   Value new_top = ir::concatenate(g, {slice_axis(g, top, axis, 0, 1), slice_axis(g, bottom, axis, 0, 1),
                                       slice_axis(g, top, axis, 1, h - 1)},
                                   axis);
   Value new_bottom =
       ir::concatenate(g, {slice_axis(g, bottom, axis, 1, h), slice_axis(g, top, axis, h - 1, h)}, axis);
-  return ir::reshape(g, ir::concatenate(g, {new_top, new_bottom}, axis + 1), s);
+  return pairs_joined(g, new_top, new_bottom, axis, s);
 }
 
 // Rotates the paired slices along `axis` of x: with p = 2i, q = 2i+1,
 // x_p' = c x_p - s x_q and x_q' = s x_p + c x_q, where c and s are [B, h]
 // (dims 0 and axis of x).
 Value rotate_pairs(Graph& g, Value x, int64_t axis, Value c, Value s) {
-  Shape shape = shape_of(g, x);
-  int64_t h = shape[axis] / 2;
-  Shape split(shape.begin(), shape.begin() + axis);
-  split.push_back(h);
-  split.push_back(2);
-  split.insert(split.end(), shape.begin() + axis + 1, shape.end());
-  Value pairs = ir::reshape(g, x, split);
-  Value xp = slice_axis(g, pairs, axis + 1, 0, 1), xq = slice_axis(g, pairs, axis + 1, 1, 2);
+  auto [xp, xq] = split_pairs(g, x, axis);
   Shape half = shape_of(g, xp);
   Value cb = bcast(g, c, half, {0, axis}), sb = bcast(g, s, half, {0, axis});
   Value np = sub(g, mul(g, cb, xp), mul(g, sb, xq));
   Value nq = add(g, mul(g, sb, xp), mul(g, cb, xq));
-  return ir::reshape(g, ir::concatenate(g, {np, nq}, axis + 1), shape);
+  return pairs_joined(g, np, nq, axis, shape_of(g, x));
 }
 
 // The rotation (c, s) that zeroes the off-diagonal entry of the symmetric
