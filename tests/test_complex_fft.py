@@ -166,8 +166,33 @@ def test_unsupported_ops_raise_naming_op_and_dtype():
         torch.sign(t)
     with pytest.raises(NotImplementedError, match="ComplexFloat"):
         torch.floor_divide(t, t)
+
+
+def test_complex32_copies_and_conversions():
+    # XLA has no complex32: a tpu chalf tensor stores float16 (real, imag) pairs.
+    pairs = torch.view_as_real
+    x = torch.randn(4, 3)
+    for src in (x, x.t(), x.to(torch.int64), x > 0, cmake((4, 3))):
+        got = src.to("tpu").chalf()
+        assert got.dtype == torch.complex32 and got.device.type == "tpu"
+        assert_close(pairs(got.cpu()), pairs(src.chalf()))
+    c = cmake((6,)).to(torch.complex32)
+    t = c.to("tpu")
+    assert_close(pairs(t.cpu()), pairs(c))
+    assert_close(pairs(t[1::2].clone().cpu()), pairs(c[1::2]))
+    assert_close(t.to(torch.complex64).cpu(), c.to(torch.complex64))
+    assert_close(t.float().cpu(), c.real.float())
+    assert t[1].item() == c[1].item()
+    z = torch.zeros(3, dtype=torch.complex32, device="tpu")
+    assert_close(pairs(z.cpu()), torch.zeros(3, 2, dtype=torch.half))
+    z.copy_(t[:3])
+    assert_close(pairs(z.cpu()), pairs(c[:3]))
+    z.copy_(torch.tensor([1.5, -2.0, 3.0]))
+    assert_close(pairs(z.cpu()), pairs(torch.tensor([1.5, -2.0, 3.0]).chalf()))
+    re, im = torch.randn(5).half(), torch.randn(5).half()
+    assert_close(pairs(torch.complex(re.to("tpu"), im.to("tpu")).cpu()), pairs(torch.complex(re, im)))
     with pytest.raises(TypeError, match="complex32"):
-        torch.zeros(2, dtype=torch.complex32, device="tpu")
+        torch.add(t, t)
 
 
 def test_tpu_platform_rejects_complex128():

@@ -40,11 +40,13 @@ def test_shape_mismatch_is_a_python_error():
 
 
 def test_unsupported_dtype_is_clear():
-    # complex64/complex128 are supported; complex32 is not.
-    with pytest.raises(TypeError, match="complex32 is not supported on the tpu device"):
-        torch.zeros(2, dtype=torch.complex32, device="tpu")
+    with pytest.raises(TypeError, match="float8_e4m3fn is not supported on the tpu device"):
+        torch.zeros(2, dtype=torch.float8_e4m3fn, device="tpu")
     with pytest.raises(TypeError, match="not supported on the tpu device"):
-        torch.ones(2, dtype=torch.complex32).to("tpu")
+        torch.ones(2).to(torch.float8_e4m3fn).to("tpu")
+    # complex32 tensors exist (copies, conversions); math on them says why not.
+    with pytest.raises(TypeError, match=r"complex32 \(chalf\) tensors on tpu support only copies"):
+        torch.add(torch.zeros(2, dtype=torch.complex32, device="tpu"), 1)
 
 
 def test_tpu_platform_rejects_float64():

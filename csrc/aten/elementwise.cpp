@@ -4,7 +4,10 @@
 // dtype rules, checks and overloads.
 #include <ATen/core/Tensor.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/complex.h>
 #include <ATen/ops/result_type.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -976,6 +979,10 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
 }
 
 at::Tensor& zero_(at::Tensor& self) {
+  if (self.scalar_type() == c10::kComplexHalf) {  // stored as float16 pairs (memory.cpp)
+    at::view_as_real(self).zero_();
+    return self;
+  }
   c10::DeviceGuard guard(self.device());
   Program p("zero_", self.device().index());
   p.write(self, ir::full(p.graph(), lowering::to_ir(self.scalar_type()), 0, to_shape(self.sizes())));
@@ -991,8 +998,16 @@ at::Tensor& complex_out(const at::Tensor& re, const at::Tensor& im, at::Tensor& 
   TORCH_CHECK(c10::isFloatingType(t) && t == im.scalar_type(),
               "Expected both inputs to be Half, Float or Double tensors but got ", re.scalar_type(), " and ",
               im.scalar_type());
-  TORCH_CHECK(t == c10::kFloat || t == c10::kDouble, "\"complex\" not implemented for '", c10::toString(t),
-              "' on tpu (complex32 is not supported)");
+  if (t == c10::kHalf) {
+    // A complex32 result: built in complex64, stored as chalf's float16 pairs by the copy.
+    TORCH_CHECK(out.scalar_type() == c10::kComplexHalf, "Expected object of scalar type ComplexHalf but got scalar type ",
+                out.scalar_type(), " for argument 'out'");
+    at::Tensor wide = at::complex(re.to(c10::kFloat), im.to(c10::kFloat));
+    at::native::resize_output(out, wide.sizes());
+    out.copy_(wide);
+    return out;
+  }
+  TORCH_CHECK(t == c10::kFloat || t == c10::kDouble, "\"complex\" not implemented for '", c10::toString(t), "' on tpu");
   elementwise("complex.out", {re, im}, t, c10::toComplexType(t),
               [](ir::Graph& g, const std::vector<ir::Value>& v) { return ir::complex(g, v[0], v[1]); }, &out, false);
   return out;

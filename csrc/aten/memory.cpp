@@ -5,6 +5,8 @@
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/view_as_complex.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
@@ -31,7 +33,13 @@ namespace {
 
 constexpr c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);
 
+// complex32 has no XLA element type: a chalf tensor's storage holds its
+// (real, imag) float16 pairs, which copies reach through view_as_real and
+// convert through complex64. Other ops on chalf say it is unsupported (to_ir).
+bool is_chalf(const at::Tensor& t) { return t.scalar_type() == c10::kComplexHalf; }
+
 void check_dtype(c10::ScalarType dtype) {
+  if (dtype == c10::kComplexHalf) return;
   std::string why = lowering::unsupported_dtype_reason(runtime::platform_name(), dtype);
   TORCH_CHECK_TYPE(why.empty(), "torch_tpu: ", why);
 }
@@ -84,6 +92,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
 
 // A contiguous CPU copy of a tpu tensor's elements (shape and dtype of `src`).
 at::Tensor to_cpu(const at::Tensor& src) {
+  if (is_chalf(src)) return at::view_as_complex(to_cpu(at::view_as_real(src)));
   at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
   if (src.numel() == 0) return host;
   StorageValue* value = storage_value(src.storage());
@@ -109,6 +118,10 @@ at::Tensor to_cpu(const at::Tensor& src) {
 
 // Writes CPU data into a tpu tensor (broadcasting and converting as copy_ does).
 void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
+  if (is_chalf(dst)) {
+    from_cpu(at::view_as_real(src.to(c10::kComplexHalf).expand(dst.sizes()).contiguous()), at::view_as_real(dst));
+    return;
+  }
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes());
   // dst's storage holds its raw values: undo dst's lazy conjugation/negation.
   if (dst.is_conj()) host = host.conj();
@@ -154,7 +167,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   bool src_tpu = self.is_privateuseone(), dst_tpu = dst.is_privateuseone();
   if (self.is_complex() && !dst.is_complex())
     TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
-  if (src_tpu && dst_tpu && self.device() == dst.device()) {
+  if (src_tpu && dst_tpu && self.device() == dst.device() && (is_chalf(self) || is_chalf(dst))) {
+    at::Tensor values = is_chalf(self) ? at::view_as_complex(at::view_as_real(self).to(c10::kFloat)) : self;
+    if (is_chalf(dst))
+      at::view_as_real(dst).copy_(at::view_as_real(values.to(c10::kComplexFloat).resolve_conj()));
+    else
+      dst.copy_(values);
+  } else if (src_tpu && dst_tpu && self.device() == dst.device()) {
     Program p("copy_", dst.device().index());
     ir::Value v = p.read(self);
     ir::Graph& g = p.graph();

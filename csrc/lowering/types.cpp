@@ -38,6 +38,9 @@ ir::DType to_ir(c10::ScalarType type) {
     case c10::kUInt64: return ir::DType::U64;
     case c10::kComplexFloat: return ir::DType::C64;
     case c10::kComplexDouble: return ir::DType::C128;
+    case c10::kComplexHalf:
+      TORCH_CHECK_TYPE(false, "torch_tpu: complex32 (chalf) tensors on tpu support only copies and dtype "
+                       "conversions (XLA has no complex32 type); convert with .to(torch.complex64)");
     default:
       TORCH_CHECK_TYPE(false, "torch_tpu: dtype ", python_name(type), " is not supported on the tpu device");
   }
