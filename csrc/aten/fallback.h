@@ -15,5 +15,7 @@ namespace tpu::aten {
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // For ops whose tpu kernels cover real dtypes only, called on complex inputs.
 void cpu_fallback_for_complex(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// For sparse (COO and compressed) tpu operands: moves them with their layout.
+void cpu_fallback_for_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 }  // namespace tpu::aten
