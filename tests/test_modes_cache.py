@@ -120,6 +120,15 @@ def test_disk_cache_warm_start(tmp_path):
     assert not glob.glob(os.path.join(tmp_path, "*.tmp.*"))  # writes are atomic renames
 
 
+def test_disk_cache_entries_are_per_xla_flags(tmp_path):
+    # The plugin compiles differently under other XLA_FLAGS: no reuse across them.
+    compiles, _, _ = run_cached(tmp_path)
+    out = run_python(PROGRAM, TORCH_TPU_CACHE_DIR=str(tmp_path), XLA_FLAGS="--xla_cpu_enable_fast_math=false")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[1] == "%d 0" % compiles
+    assert run_cached(tmp_path)[:2] == (0, compiles)
+
+
 def test_disk_cache_truncated_entry_is_rebuilt(tmp_path):
     compiles, _, _ = run_cached(tmp_path)
     victim = entries(tmp_path)[0]

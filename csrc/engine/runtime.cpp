@@ -92,11 +92,21 @@ std::string Runtime::cache_dir() {
   return g_cache_dir;
 }
 
+// Flags the plugins read from the environment change the code they compile,
+// so executables built under other flags are not reused.
+std::string flags_in_effect() {
+  std::string flags;
+  for (const char* name : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"})
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0')
+      flags += std::string(" ") + name + "=" + value;
+  return flags;
+}
+
 std::string Runtime::plugin_identity() const {
   const auto& plugin = client_->plugin();
   return client_->platform_name() + " " + client_->platform_version() + " pjrt-api " +
          std::to_string(plugin->api_major()) + "." + std::to_string(plugin->api_minor()) +
-         " options portable-1x1";
+         " options portable-1x1" + flags_in_effect();
 }
 
 void Runtime::set_plugin_path(const std::string& path, const std::string& selected_by) {
