@@ -207,9 +207,24 @@ def _device_to_tpu(obj):
     return obj
 
 
+def replicate(t, device):
+    """A detached copy of t on device with t's view geometry: the whole storage is copied
+    and viewed with t's sizes, strides and offset, so partial views and strided inputs
+    reach the op as the sample built them, on CPU and on tpu alike."""
+    torch = _torch()
+    t = t.detach()
+    plain = (t.layout == torch.strided and not t.is_conj() and not t.is_neg()
+             and type(t) is torch.Tensor and t.device.type == "cpu")
+    if not plain or t.untyped_storage().nbytes() % t.element_size():
+        return t.clone() if device == "cpu" else t.to(device)
+    n = t.untyped_storage().nbytes() // t.element_size()
+    whole = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), 0, (n,), (1,))
+    return whole.to(device, copy=True).as_strided(t.size(), t.stride(), t.storage_offset())
+
+
 def to_tpu(obj):
     """Detached tpu copies of the tensors in obj; a cpu device argument becomes tpu."""
-    return _device_to_tpu(tree_map(lambda t: t.detach().to("tpu"), obj))
+    return _device_to_tpu(tree_map(lambda t: replicate(t, "tpu"), obj))
 
 
 # Ops whose tensor arguments (after the input) PyTorch requires on the CPU whatever the
@@ -371,7 +386,7 @@ def _classify(attempt, check):
 
 
 def _clone(obj):
-    return tree_map(lambda t: t.detach().clone(), obj)
+    return tree_map(lambda t: replicate(t, "cpu"), obj)
 
 
 def run_forward(op, sample, dtype):
@@ -421,12 +436,12 @@ def _grads(op, sample, device):
     leaves = _grad_leaves(sample)
     if not leaves:
         return None
-    mapping = {id(t): t.detach().to(device).requires_grad_(True) for t in leaves}
+    mapping = {id(t): replicate(t, device).requires_grad_(True) for t in leaves}
 
     def move(t):
         if id(t) in mapping:
             return mapping[id(t)]
-        return t.detach().to(device)
+        return replicate(t, device)
 
     def move_arg(t):
         if device != "cpu" and op.name in _ARGS_STAY_ON_CPU and id(t) not in mapping:
