@@ -23,7 +23,7 @@ SLICE = {
     "softmax/norm/loss": ["softmax", "log_softmax", "nn.functional.layer_norm", "nn.functional.batch_norm",
                           "nn.functional.cross_entropy"],
     "indexing/scatter": ["gather", "scatter_add", "index_select", "index_put", "nn.functional.embedding"],
-    "shape/cat": ["cat", "stack", "permute"],
+    "shape/cat": ["cat", "stack", "permute", "as_strided.partial_views"],
     "sort/special": ["sort", "topk", "special.i0e", "lgamma"],
     "linear algebra": ["linalg.solve", "linalg.det", "linalg.cholesky", "linalg.qr", "linalg.eigvalsh",
                        "linalg.svdvals"],
@@ -52,6 +52,24 @@ def test_slice_native(ops, name):
 
 
 # ---- the classifier ---------------------------------------------------------------------
+
+def test_sparse_opinfos_correct_with_fallback():
+    for op in rep.find_ops(["to_sparse", "sparse.sampled_addmm"]):
+        rec = rep.check_op(op, ("float32",), limit_samples=2, backward=True)["float32"]
+        assert rec["forward"]["status"] == "fallback", rec
+        assert rec["backward"]["status"] == "fallback", rec
+
+
+def test_replicate_keeps_view_geometry():
+    base = torch.arange(20.0)
+    view = base[5:15].as_strided((3, 2), (1, 3), 7)
+    for device in ("cpu", "tpu"):
+        copy = rep.replicate(view, device)
+        assert copy.device.type == device
+        assert (copy.size(), copy.stride(), copy.storage_offset()) == ((3, 2), (1, 3), 7)
+        assert torch.equal(copy.cpu(), view)
+        assert copy.untyped_storage().nbytes() == base.untyped_storage().nbytes()
+        assert copy.untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
 
 def test_ldl_factor_classifies_as_fallback():
     op = rep.find_ops(["linalg.ldl_factor"])[0]
