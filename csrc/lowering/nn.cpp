@@ -63,7 +63,7 @@ Value softmax(ir::Graph& g, Value x, int64_t dim, DType result) {
   ir::Dims dims = softmax_dims(g, x, dim);
   Value xa = acc_of(g, ir::convert(g, x, result));
   const ir::Shape& shape = g.type(xa).shape;
-  Value e = ir::unary(g, "stablehlo.exponential", sub(g, xa, expand_reduced(g, amax(g, xa, dims, false), shape, dims)));
+  Value e = ir::unary(g, "stablehlo.exponential", sub(g, xa, expand_reduced(g, shift_max(g, xa, dims), shape, dims)));
   DType acc = g.type(e).dtype;
   Value s = sum(g, e, dims, false, acc, acc);
   return ir::convert(g, div(g, e, expand_reduced(g, s, shape, dims)), result);
@@ -73,7 +73,7 @@ Value log_softmax(ir::Graph& g, Value x, int64_t dim, DType result) {
   ir::Dims dims = softmax_dims(g, x, dim);
   Value xa = acc_of(g, ir::convert(g, x, result));
   const ir::Shape& shape = g.type(xa).shape;
-  Value shifted = sub(g, xa, expand_reduced(g, amax(g, xa, dims, false), shape, dims));
+  Value shifted = sub(g, xa, expand_reduced(g, shift_max(g, xa, dims), shape, dims));
   DType acc = g.type(xa).dtype;
   Value s = sum(g, ir::unary(g, "stablehlo.exponential", shifted), dims, false, acc, acc);
   Value lse = ir::unary(g, "stablehlo.log", s);

@@ -153,6 +153,10 @@ Value extremum(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, bool i
 }  // namespace
 
 Value amax(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim) { return extremum(g, x, dims, keepdim, true); }
+Value shift_max(ir::Graph& g, Value x, const ir::Dims& dims) {
+  const ir::Type t = g.type(x);
+  return finish(g, ir::reduce(g, x, extreme(g, t.dtype, true), dims, ir::Combiner::Max), t.shape, dims, false);
+}
 Value amin(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim) { return extremum(g, x, dims, keepdim, false); }
 
 Value arg_extreme(ir::Graph& g, Value x, std::optional<int64_t> dim, bool keepdim, bool is_max) {
@@ -211,7 +215,7 @@ Value logsumexp(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, DType
   const ir::Shape shape = g.type(x).shape;
   DType acc = accumulate_dtype(result);
   Value xa = ir::convert(g, x, acc);
-  Value m = amax(g, xa, dims, false);
+  Value m = shift_max(g, xa, dims);
   Value inf = full_like(g, m, std::numeric_limits<double>::infinity());
   Value is_inf = ir::compare(g, ir::unary(g, "stablehlo.abs", m), inf, ir::Compare::EQ);
   m = ir::select(g, is_inf, full_like(g, m, 0), m);

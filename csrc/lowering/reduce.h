@@ -40,6 +40,9 @@ ir::Value prod(ir::Graph& g, ir::Value x, const ir::Dims& dims, bool keepdim, ir
 // Max/min in x's dtype; NaN propagates. Empty reductions give the identity
 // (-inf/+inf, the integer limits): callers reject them where ATen does.
 ir::Value amax(ir::Graph& g, ir::Value x, const ir::Dims& dims, bool keepdim);
+// The max over dims as a shift before exp (softmax): a NaN in the slice need
+// not survive here (it poisons the sum anyway), which saves amax's NaN scan.
+ir::Value shift_max(ir::Graph& g, ir::Value x, const ir::Dims& dims);
 ir::Value amin(ir::Graph& g, ir::Value x, const ir::Dims& dims, bool keepdim);
 // Index (s64) of the first max/min along `dim`; the first NaN wins, as in
 // ATen. With `dim` empty the index is into the flattened tensor.
