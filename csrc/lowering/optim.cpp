@@ -1,0 +1,59 @@
+#include "lowering/optim.h"
+
+#include "ir/ops.h"
+#include "lowering/formula.h"
+
+namespace tpu::lowering {
+namespace {
+// A 0-dim hyperparameter spread over `like`'s shape.
+ir::Value spread(ir::Graph& g, ir::Value scalar, ir::Value like) {
+  return ir::broadcast_in_dim(g, scalar, g.type(like).shape, {});
+}
+}  // namespace
+
+AdamState adam_update(ir::Graph& g, const AdamState& s, ir::Value step, const AdamHyper& h) {
+  Formula o{g};
+  auto at = [&](ir::Value scalar) { return spread(g, scalar, s.param); };
+  ir::Value param = s.param, grad = s.grad;
+  if (h.maximize) grad = o.neg(grad);
+  if (h.has_weight_decay && h.decoupled_weight_decay)
+    param = o.mul(param, at(o.sub(o.c(h.lr, 1), o.mul(h.lr, h.weight_decay))));
+  else if (h.has_weight_decay)
+    grad = o.add(grad, o.mul(at(h.weight_decay), param));
+  // exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * grad^2
+  ir::Value exp_avg = o.add(s.exp_avg, o.mul(at(o.sub(o.c(h.beta1, 1), h.beta1)), o.sub(grad, s.exp_avg)));
+  ir::Value exp_avg_sq = o.add(o.mul(at(h.beta2), s.exp_avg_sq),
+                               o.mul(at(o.sub(o.c(h.beta2, 1), h.beta2)), o.mul(grad, grad)));
+  ir::Value bias_correction1 = o.sub(o.c(step, 1), o.pow(h.beta1, step));
+  ir::Value bias_correction2_sqrt = o.sqrt(o.sub(o.c(step, 1), o.pow(h.beta2, step)));
+  AdamState next{param, s.grad, exp_avg, exp_avg_sq, std::nullopt};
+  ir::Value second = exp_avg_sq;
+  if (h.amsgrad) {
+    second = o.max(*s.max_exp_avg_sq, exp_avg_sq);
+    next.max_exp_avg_sq = second;
+  }
+  ir::Value denom = o.add(o.div(o.sqrt(second), at(bias_correction2_sqrt)), at(h.eps));
+  ir::Value step_size = o.div(h.lr, bias_correction1);
+  next.param = o.sub(param, o.mul(at(step_size), o.div(exp_avg, denom)));
+  return next;
+}
+
+std::pair<ir::Value, std::optional<ir::Value>> sgd_update(ir::Graph& g, ir::Value param, ir::Value grad,
+                                                          std::optional<ir::Value> momentum_buffer,
+                                                          const SgdHyper& h) {
+  Formula o{g};
+  auto at = [&](ir::Value scalar) { return spread(g, scalar, param); };
+  if (h.maximize) grad = o.neg(grad);
+  if (h.has_weight_decay) grad = o.add(grad, o.mul(at(h.weight_decay), param));
+  std::optional<ir::Value> buffer;
+  if (h.has_momentum) {
+    // The first step starts the buffer at the gradient; later ones decay it.
+    buffer = h.first_step ? grad
+                          : o.add(o.mul(at(h.momentum), *momentum_buffer),
+                                  o.mul(at(o.sub(o.c(h.dampening, 1), h.dampening)), grad));
+    grad = h.nesterov ? o.add(grad, o.mul(at(h.momentum), *buffer)) : *buffer;
+  }
+  return {o.sub(param, o.mul(at(h.lr), grad)), buffer};
+}
+
+}  // namespace tpu::lowering
