@@ -65,3 +65,40 @@ def _cpu_only_scale_out(x, *, out):
 _test_lib.impl("cpu_only_scale.out", _cpu_only_scale_out, "CPU")
 torch.library.register_autograd("torch_tpu_test::cpu_only_scale", lambda ctx, grad: grad * 2)
 cpu_only_scale = torch.ops.torch_tpu_test.cpu_only_scale
+
+
+class TinyCausalLM(torch.nn.Module):
+    """A decoder step with a growing key/value cache, as in Hugging Face generate()."""
+
+    def __init__(self, vocab=50, d=16):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.q, self.k, self.v = torch.nn.Linear(d, d), torch.nn.Linear(d, d), torch.nn.Linear(d, d)
+        self.out = torch.nn.Linear(d, vocab)
+
+    def forward(self, tokens, past_k, past_v):
+        x = self.emb(tokens)
+        k = torch.cat([past_k, self.k(x)], 1)
+        v = torch.cat([past_v, self.v(x)], 1)
+        attention = torch.nn.functional.softmax((self.q(x) @ k.transpose(1, 2)) / 4.0, -1)
+        return self.out(attention @ v), k, v
+
+
+def kv_cache_decode(cpu_model, compiled, steps, measure=lambda: 0):
+    """Greedy decoding with a growing cache, on CPU and through `compiled` on tpu in
+    lockstep; logits and cache are compared at each step. Returns, per step, how much
+    measure() changed across the compiled call."""
+    past_k = past_v = torch.zeros(1, 0, 16)
+    tpu_k, tpu_v = past_k.to("tpu"), past_v.to("tpu")
+    tokens = torch.tensor([[3]])
+    changes = []
+    with torch.no_grad():
+        for _ in range(steps):
+            logits, past_k, past_v = cpu_model(tokens, past_k, past_v)
+            before = measure()
+            tpu_logits, tpu_k, tpu_v = compiled(tokens.to("tpu"), tpu_k, tpu_v)
+            changes.append(measure() - before)
+            assert_close(tpu_logits.cpu(), logits, rtol=1e-4, atol=1e-5)
+            assert_close(tpu_v.cpu(), past_v, rtol=1e-4, atol=1e-5)
+            tokens = logits[:, -1:].argmax(-1)
+    return changes

@@ -8,7 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_tpu
-from support import cpu_only_scale
+from support import TinyCausalLM, cpu_only_scale, kv_cache_decode
 from torch_tpu import _compile
 from torch_tpu import testing as workloads
 
@@ -176,42 +176,14 @@ def test_dropout_is_reproducible_under_a_fixed_seed():
     assert 400 < int((a != 0).sum()) < 600
 
 
-class TinyCausalLM(nn.Module):
-    """A decoder step with a growing key/value cache, as in Hugging Face generate()."""
-
-    def __init__(self, vocab=50, d=16):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, d)
-        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
-        self.out = nn.Linear(d, vocab)
-
-    def forward(self, tokens, past_k, past_v):
-        x = self.emb(tokens)
-        k = torch.cat([past_k, self.k(x)], 1)
-        v = torch.cat([past_v, self.v(x)], 1)
-        attention = F.softmax((self.q(x) @ k.transpose(1, 2)) / 4.0, -1)
-        return self.out(attention @ v), k, v
-
-
 def test_kv_cache_growth_under_dynamic_shapes():
     torch.manual_seed(0)
     cpu_model = TinyCausalLM()
-    tpu_model = copy.deepcopy(cpu_model).to("tpu")
     counter = torch._dynamo.testing.CompileCounterWithBackend("tpu")
-    compiled = torch.compile(tpu_model, backend=counter, dynamic=True)
-    past_k = past_v = torch.zeros(1, 0, 16)
-    tpu_k, tpu_v = past_k.to("tpu"), past_v.to("tpu")
-    tokens = torch.tensor([[3]])
-    frames = []
-    with torch.no_grad():
-        for _ in range(8):
-            logits, past_k, past_v = cpu_model(tokens, past_k, past_v)
-            tpu_logits, tpu_k, tpu_v = compiled(tokens.to("tpu"), tpu_k, tpu_v)
-            torch.testing.assert_close(tpu_logits.cpu(), logits, rtol=1e-4, atol=1e-5)
-            tokens = logits[:, -1:].argmax(-1)
-            frames.append(counter.frame_count)
+    compiled = torch.compile(copy.deepcopy(cpu_model).to("tpu"), backend=counter, dynamic=True)
+    new_frames = kv_cache_decode(cpu_model, compiled, 8, measure=lambda: counter.frame_count)
     # Dynamo specialises cache lengths 0 and 1; from then on one symbolic graph serves every length.
-    assert frames[3:] == [frames[3]] * 5, frames
+    assert sum(new_frames[4:]) == 0, new_frames
 
 
 def test_a_cpu_fallback_inside_a_compiled_graph(allow_fallback):

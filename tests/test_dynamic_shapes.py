@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_tpu
+from support import TinyCausalLM, kv_cache_decode
 from torch_tpu import _buckets, _compile
 from torch_tpu import testing as workloads
 
@@ -245,24 +246,10 @@ def test_buckets_off_restores_per_length_programs():
 
 
 def test_kv_cache_decoding_is_padded():
-    from test_compile import TinyCausalLM
-
     torch.manual_seed(0)
     cpu_model = TinyCausalLM()
     compiled = torch.compile(copy.deepcopy(cpu_model).to("tpu"), backend="tpu", dynamic=True)
-    past_k = past_v = torch.zeros(1, 0, 16)
-    tpu_k, tpu_v = past_k.to("tpu"), past_v.to("tpu")
-    tokens = torch.tensor([[3]])
-    captures = []
-    with torch.no_grad():
-        for _ in range(20):
-            logits, past_k, past_v = cpu_model(tokens, past_k, past_v)
-            before = _counts()
-            tpu_logits, tpu_k, tpu_v = compiled(tokens.to("tpu"), tpu_k, tpu_v)
-            captures.append(_counts()[1] - before[1])
-            torch.testing.assert_close(tpu_logits.cpu(), logits, rtol=1e-4, atol=1e-5)
-            torch.testing.assert_close(tpu_v.cpu(), past_v, rtol=1e-4, atol=1e-5)
-            tokens = logits[:, -1:].argmax(-1)
+    captures = kv_cache_decode(cpu_model, compiled, 20, measure=lambda: _counts()[1])
     # lengths 0 and 1 are specialised by Dynamo; 2..16 share bucket 16 and 17..32 bucket 32.
     # Entering a bucket seals once for a host-padded cache, once for the grown one.
     assert sum(captures[2:]) <= 4, captures
