@@ -88,7 +88,7 @@ def kv_cache_decode(cpu_model, compiled, steps, measure=lambda: 0):
     """Greedy decoding with a growing cache, on CPU and through `compiled` on tpu in
     lockstep; logits and cache are compared at each step. Returns, per step, how much
     measure() changed across the compiled call."""
-    past_k = past_v = torch.zeros(1, 0, 16)
+    past_k = past_v = torch.zeros(1, 0, cpu_model.k.out_features)
     tpu_k, tpu_v = past_k.to("tpu"), past_v.to("tpu")
     tokens = torch.tensor([[3]])
     changes = []

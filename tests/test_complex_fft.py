@@ -191,6 +191,10 @@ def test_complex32_copies_and_conversions():
     assert_close(pairs(z.cpu()), pairs(torch.tensor([1.5, -2.0, 3.0]).chalf()))
     re, im = torch.randn(5).half(), torch.randn(5).half()
     assert_close(pairs(torch.complex(re.to("tpu"), im.to("tpu")).cpu()), pairs(torch.complex(re, im)))
+    # Lazily conjugated chalf tensors copy with their conjugation.
+    assert_close(pairs(t.conj().cpu().resolve_conj()), pairs(c.conj().resolve_conj()))
+    z.copy_(c[:3].conj())
+    assert_close(pairs(z.cpu()), pairs(c[:3].conj().resolve_conj()))
     with pytest.raises(TypeError, match="complex32"):
         torch.add(t, t)
 

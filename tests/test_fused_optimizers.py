@@ -68,7 +68,7 @@ def test_fused_adamw_tensor_lr():
 
 
 @pytest.mark.parametrize("found", [0.0, 1.0])
-@pytest.mark.parametrize("op", ["adamw", "sgd"])
+@pytest.mark.parametrize("op", ["adamw", "adam_amsgrad_maximize", "sgd", "sgd_first_step_tensor_lr"])
 def test_grad_scale_and_found_inf(op, found):
     # Gradients are unscaled in place; found_inf == 1 leaves every tensor untouched.
     shapes = [(4, 3), (5,)]
@@ -80,11 +80,27 @@ def test_grad_scale_and_found_inf(op, found):
         bufs2 = [make(s, seed=30 + i).abs().to(device) for i, s in enumerate(shapes)]
         scale = torch.tensor(4.0, device=device)
         found_inf = torch.tensor(found, device=device)
+        steps = [torch.tensor(3.0, device=device) for _ in shapes]
         if op == "adamw":
-            steps = [torch.tensor(3.0, device=device) for _ in shapes]
             torch._fused_adamw_(params, grads, bufs, bufs2, [], steps, lr=0.01, beta1=0.9, beta2=0.99,
                                 weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=False, grad_scale=scale,
                                 found_inf=found_inf)
+        elif op == "adam_amsgrad_maximize":
+            maxes = [b.clone() * 2 for b in bufs2]
+            torch._fused_adam_(params, grads, bufs, bufs2, maxes, steps, lr=0.01, beta1=0.9, beta2=0.99,
+                               weight_decay=0.1, eps=1e-8, amsgrad=True, maximize=True, grad_scale=scale,
+                               found_inf=found_inf)
+            bufs2 = bufs2 + maxes
+        elif op == "sgd_first_step_tensor_lr":
+            # A skipped first step must not leave the inf/NaN gradients in the fresh buffer.
+            grads[0][0, 0] = float("inf")
+            fresh = [torch.zeros_like(p) for p in params]
+            torch._fused_sgd_(params, grads, fresh, weight_decay=0.01, momentum=0.9,
+                              lr=torch.tensor(0.1, device=device), dampening=0.0, nesterov=True, maximize=False,
+                              is_first_step=True, grad_scale=scale, found_inf=found_inf)
+            bufs = fresh if found == 0.0 else bufs
+            if found:
+                assert all(torch.isfinite(b).all() for b in fresh)
         else:
             torch._fused_sgd_(params, grads, bufs, weight_decay=0.0, momentum=0.9, lr=0.1, dampening=0.0,
                               nesterov=False, maximize=False, is_first_step=False, grad_scale=scale,

@@ -70,9 +70,25 @@ def test_sparse_ops_fall_back_counted(allow_fallback):
 
 
 def test_sparse_fallback_is_an_error_when_forbidden():
+    idx = torch.tensor([[0, 1, 0], [2, 0, 2]])
+    uncoalesced = torch.sparse_coo_tensor(idx, torch.tensor([1.0, 2.0, 3.0]), (2, 3)).to("tpu")
+    with pytest.raises(NotImplementedError, match="coalesce.*for sparse tensors and TORCH_TPU_FALLBACK=error"):
+        uncoalesced.coalesce()
+
+
+def test_sparse_factories_and_edge_cases(allow_fallback):
+    # A factory with only a device= argument (no tensor to move) builds on tpu.
+    empty = torch.sparse_coo_tensor(size=(2, 3), device="tpu")
+    assert empty.device.type == "tpu" and empty._nnz() == 0
+    assert_close(empty.to_dense().cpu(), torch.zeros(2, 3))
+    # No sparse dims: every value lands on the one dense block, summed.
+    values = torch.randn(3, 2, 2)
+    blocks = torch.sparse_coo_tensor(torch.zeros(0, 3, dtype=torch.long), values, (2, 2))
+    assert_close(blocks.to("tpu").to_dense().cpu(), blocks.to_dense())
+    # An index list operand (Tensor?[]) travels to the CPU with the rest.
     s = sparse_input().to_sparse().to("tpu")
-    with pytest.raises(NotImplementedError, match="for sparse tensors and TORCH_TPU_FALLBACK=error"):
-        s.coalesce() * 2
+    idx = torch.tensor([0, 2]).to("tpu")
+    assert_close(s.index_select(0, idx).to_dense().cpu(), sparse_input()[[0, 2]])
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])

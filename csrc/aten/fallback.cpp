@@ -44,6 +44,13 @@ void map_tensors(c10::IValue& value, const F& f) {
     c10::List<at::Tensor> list = value.toTensorList().copy();
     for (size_t k = 0; k < list.size(); ++k) list[k] = f(static_cast<at::Tensor>(list[k]));
     value = list;
+  } else if (value.isList()) {  // Tensor?[] (index lists)
+    c10::List<c10::IValue> list = value.toList().copy();
+    for (size_t k = 0; k < list.size(); ++k) {
+      c10::IValue element = list.get(k);
+      if (element.isTensor()) list.set(k, f(element.toTensor()));
+    }
+    value = list;
   }
 }
 
@@ -78,8 +85,15 @@ void cpu_fallback_for_sparse(const c10::OperatorHandle& op, torch::jit::Stack* s
       if (writes) written.emplace_back(t, host);
       return host;
     };
+    if (value.isDevice() && value.toDevice().is_privateuseone()) {  // a factory's device= argument
+      device = value.toDevice();
+      value = c10::IValue(c10::Device(c10::kCPU));
+    }
     map_tensors(value, to_cpu);
   }
+  // Nothing to move would send the op straight back here.
+  TORCH_CHECK(device.has_value(), "torch_tpu: '", name, "' has no tpu kernel for sparse tensors and no tpu operand "
+              "to run it on the CPU with");
   op.callBoxed(stack);
   for (auto& [tpu, host] : written) {
     TORCH_CHECK(tpu.layout() == host.layout(), "torch_tpu: the CPU fallback of '", name, "' turned a ", tpu.layout(),
@@ -87,7 +101,6 @@ void cpu_fallback_for_sparse(const c10::OperatorHandle& op, torch::jit::Stack* s
     if (tpu.layout() == c10::kStrided) at::native::resize_output(tpu, host.sizes());
     tpu.copy_(host);
   }
-  if (!device) return;
   // A result that is a written operand is that operand; others move back.
   auto to_device = [&](const at::Tensor& t) {
     for (auto& [tpu, host] : written)

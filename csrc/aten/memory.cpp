@@ -92,7 +92,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
 
 // A contiguous CPU copy of a tpu tensor's elements (shape and dtype of `src`).
 at::Tensor to_cpu(const at::Tensor& src) {
-  if (is_chalf(src)) return at::view_as_complex(to_cpu(at::view_as_real(src)));
+  // Raw values: a lazily conjugated chalf is read without its bit (the caller applies it).
+  if (is_chalf(src)) return at::view_as_complex(to_cpu(at::view_as_real(src.is_conj() ? src.conj() : src)));
   at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
   if (src.numel() == 0) return host;
   StorageValue* value = storage_value(src.storage());
@@ -119,7 +120,11 @@ at::Tensor to_cpu(const at::Tensor& src) {
 // Writes CPU data into a tpu tensor (broadcasting and converting as copy_ does).
 void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
   if (is_chalf(dst)) {
-    from_cpu(at::view_as_real(src.to(c10::kComplexHalf).expand(dst.sizes()).contiguous()), at::view_as_real(dst));
+    // dst's storage holds raw values: a lazily conjugated dst gets the conjugate.
+    at::Tensor host = src.to(c10::kComplexHalf).expand(dst.sizes());
+    if (dst.is_conj()) host = host.conj();
+    host = host.resolve_conj().contiguous();
+    from_cpu(at::view_as_real(host), at::view_as_real(dst.is_conj() ? dst.conj() : dst));
     return;
   }
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes());
@@ -168,11 +173,19 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (self.is_complex() && !dst.is_complex())
     TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
   if (src_tpu && dst_tpu && self.device() == dst.device() && (is_chalf(self) || is_chalf(dst))) {
-    at::Tensor values = is_chalf(self) ? at::view_as_complex(at::view_as_real(self).to(c10::kFloat)) : self;
-    if (is_chalf(dst))
-      at::view_as_real(dst).copy_(at::view_as_real(values.to(c10::kComplexFloat).resolve_conj()));
-    else
+    at::Tensor values = self;
+    if (is_chalf(self)) {  // widened from its raw pairs, its lazy conjugation kept
+      at::Tensor raw = self.is_conj() ? self.conj() : self;
+      values = at::view_as_complex(at::view_as_real(raw).to(c10::kFloat));
+      if (self.is_conj()) values = values.conj();
+    }
+    if (is_chalf(dst)) {  // dst's storage holds raw values
+      at::Tensor wide = values.to(c10::kComplexFloat);
+      if (dst.is_conj()) wide = wide.conj();
+      at::view_as_real(dst.is_conj() ? dst.conj() : dst).copy_(at::view_as_real(wide.resolve_conj()));
+    } else {
       dst.copy_(values);
+    }
   } else if (src_tpu && dst_tpu && self.device() == dst.device()) {
     Program p("copy_", dst.device().index());
     ir::Value v = p.read(self);

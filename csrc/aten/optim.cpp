@@ -153,9 +153,12 @@ void fused_sgd(TL params, TL grads, TL momentum_buffers, double weight_decay, do
     ir::Value unscaled = amp.unscale(p, grad);
     auto [next, next_buffer] = lowering::sgd_update(p.graph(), param, unscaled, buffer, h);
     amp.write(p, params[i], param, next);
-    // A first step's buffer is fresh (empty_like): it has no old content to keep.
-    if (buffer) amp.write(p, momentum_buffers[i], *buffer, *next_buffer);
-    else if (has_momentum) p.write(momentum_buffers[i], *next_buffer);
+    // A first step's buffer is fresh (empty_like): a skipped first step leaves it zero
+    // rather than holding the inf/NaN gradient.
+    if (has_momentum) {
+      ir::Value before = buffer ? *buffer : ir::full(p.graph(), dt, 0, p.graph().type(param).shape);
+      amp.write(p, momentum_buffers[i], before, *next_buffer);
+    }
     if (amp.scale) amp.write(p, grads[i], grad, unscaled);
   }
   p.run();

@@ -7,6 +7,8 @@
 #include <ATen/ops/_indices_native.h>
 #include <ATen/ops/_nnz_native.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
+#include <ATen/ops/_sparse_coo_tensor_with_dims_native.h>
+#include <ATen/ops/sum.h>
 #include <ATen/ops/_values_native.h>
 #include <ATen/ops/ccol_indices_native.h>
 #include <ATen/ops/clone_native.h>
@@ -38,6 +40,7 @@ namespace {
 at::Tensor coo_to_dense(const at::Tensor& self, std::optional<c10::ScalarType> dtype, std::optional<bool> masked_grad) {
   TORCH_CHECK(!dtype.has_value() || *dtype == self.scalar_type(),
               "dtype argument is not supported by sparse_to_dense");
+  if (self.sparse_dim() == 0) return self._values().sum({0}, false, self.scalar_type());  // all entries at one place
   at::Tensor dense = at::zeros(self.sizes(), self.options().layout(c10::kStrided));
   at::Tensor indices = self._indices();
   c10::List<std::optional<at::Tensor>> where;
@@ -50,6 +53,7 @@ at::Tensor coo_to_dense(const at::Tensor& self, std::optional<c10::ScalarType> d
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("empty.memory_format", at::native::empty_sparse);
   m.impl("_sparse_coo_tensor_with_dims_and_tensors", at::native::new_with_dims_and_tensor_sparse_symint);
+  m.impl("_sparse_coo_tensor_with_dims", at::native::new_with_dims_sparse);
   m.impl("_indices", at::native::_indices_sparse);
   m.impl("_values", at::native::_values_sparse);
   m.impl("indices", at::native::indices_sparse);
@@ -85,14 +89,12 @@ TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
 
 // Functional ops that ATen would otherwise run as empty() + their out= variant,
 // which CPU kernels for sparse layouts do not provide: sent whole to the CPU.
-TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
+static void send_whole_to_cpu(torch::Library& m) {
   for (const char* op : {"sum", "sum.dim_IntList", "addmm", "mm"})
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback_for_sparse>());
 }
-TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
-  for (const char* op : {"sum", "sum.dim_IntList", "addmm", "mm"})
-    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback_for_sparse>());
-}
+TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) { send_whole_to_cpu(m); }
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) { send_whole_to_cpu(m); }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback_for_sparse>());

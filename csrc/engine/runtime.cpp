@@ -92,15 +92,21 @@ std::string Runtime::cache_dir() {
   return g_cache_dir;
 }
 
+namespace {
 // Flags the plugins read from the environment change the code they compile,
-// so executables built under other flags are not reused.
-std::string flags_in_effect() {
-  std::string flags;
-  for (const char* name : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"})
-    if (const char* value = std::getenv(name); value != nullptr && *value != '\0')
-      flags += std::string(" ") + name + "=" + value;
+// so executables built under other flags are not reused. The plugin reads
+// them when the client is created; so do we (Runtime's constructor).
+const std::string& flags_in_effect() {
+  static const std::string flags = [] {
+    std::string f;
+    for (const char* name : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"})
+      if (const char* value = std::getenv(name); value != nullptr && *value != '\0')
+        f += std::string(" ") + name + "=" + value;
+    return f;
+  }();
   return flags;
 }
+}  // namespace
 
 std::string Runtime::plugin_identity() const {
   const auto& plugin = client_->plugin();
@@ -146,7 +152,7 @@ Runtime& Runtime::get() {
   return *g_runtime;
 }
 
-Runtime::Runtime(std::unique_ptr<pjrt::Client> client) : client_(std::move(client)) {}
+Runtime::Runtime(std::unique_ptr<pjrt::Client> client) : client_(std::move(client)) { flags_in_effect(); }
 
 PJRT_Device* Runtime::device(int index) const {
   const auto& devices = client_->devices();
