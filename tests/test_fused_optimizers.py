@@ -118,3 +118,26 @@ def test_fused_optimizer_errors():
     with pytest.raises(RuntimeError, match="equal length"):
         torch._fused_adam_(p, [], [], [], [], [], lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.0, eps=1e-8,
                            amsgrad=False, maximize=False)
+
+
+def test_compiled_training_step_with_fused_adamw():
+    # torch.compile of forward + backward + AdamW(fused=True) matches the eager CPU step.
+    results = []
+    for device in ("cpu", "tpu"):
+        model = mlp().to(device)
+        x, y = make((5, 6), seed=1).to(device), make((5, 3), seed=2).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.05, fused=True)
+
+        def step():
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = torch.compile(step, backend="tpu") if device == "tpu" else step
+        losses = [run().item() for _ in range(3)]
+        results.append((losses, [p.detach().cpu() for p in model.parameters()]))
+    assert_close(results[1][0], results[0][0], rtol=1e-5, atol=1e-6)
+    for g, w in zip(results[1][1], results[0][1]):
+        assert_close(g, w, rtol=1e-5, atol=1e-6)
