@@ -37,6 +37,8 @@ constexpr c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);
 // (real, imag) float16 pairs, which copies reach through view_as_real and
 // convert through complex64. Other ops on chalf say it is unsupported (to_ir).
 bool is_chalf(const at::Tensor& t) { return t.scalar_type() == c10::kComplexHalf; }
+// The float16 pairs a chalf tensor's storage holds, its lazy conjugation set aside.
+at::Tensor raw_pairs(const at::Tensor& t) { return at::view_as_real(t.is_conj() ? t.conj() : t); }
 
 void check_dtype(c10::ScalarType dtype) {
   if (dtype == c10::kComplexHalf) return;
@@ -93,7 +95,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
 // A contiguous CPU copy of a tpu tensor's elements (shape and dtype of `src`).
 at::Tensor to_cpu(const at::Tensor& src) {
   // Raw values: a lazily conjugated chalf is read without its bit (the caller applies it).
-  if (is_chalf(src)) return at::view_as_complex(to_cpu(at::view_as_real(src.is_conj() ? src.conj() : src)));
+  if (is_chalf(src)) return at::view_as_complex(to_cpu(raw_pairs(src)));
   at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
   if (src.numel() == 0) return host;
   StorageValue* value = storage_value(src.storage());
@@ -119,19 +121,12 @@ at::Tensor to_cpu(const at::Tensor& src) {
 
 // Writes CPU data into a tpu tensor (broadcasting and converting as copy_ does).
 void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
-  if (is_chalf(dst)) {
-    // dst's storage holds raw values: a lazily conjugated dst gets the conjugate.
-    at::Tensor host = src.to(c10::kComplexHalf).expand(dst.sizes());
-    if (dst.is_conj()) host = host.conj();
-    host = host.resolve_conj().contiguous();
-    from_cpu(at::view_as_real(host), at::view_as_real(dst.is_conj() ? dst.conj() : dst));
-    return;
-  }
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes());
   // dst's storage holds its raw values: undo dst's lazy conjugation/negation.
   if (dst.is_conj()) host = host.conj();
   if (dst.is_neg()) host = host._neg_view();
   host = host.resolve_conj().resolve_neg().contiguous();
+  if (is_chalf(dst)) return from_cpu(at::view_as_real(host), raw_pairs(dst));  // as float16 pairs
   if (dst.numel() == 0) return;
   int device = dst.device().index();
   ir::DType dtype = lowering::to_ir(dst.scalar_type());
@@ -175,14 +170,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (src_tpu && dst_tpu && self.device() == dst.device() && (is_chalf(self) || is_chalf(dst))) {
     at::Tensor values = self;
     if (is_chalf(self)) {  // widened from its raw pairs, its lazy conjugation kept
-      at::Tensor raw = self.is_conj() ? self.conj() : self;
-      values = at::view_as_complex(at::view_as_real(raw).to(c10::kFloat));
+      values = at::view_as_complex(raw_pairs(self).to(c10::kFloat));
       if (self.is_conj()) values = values.conj();
     }
     if (is_chalf(dst)) {  // dst's storage holds raw values
       at::Tensor wide = values.to(c10::kComplexFloat);
       if (dst.is_conj()) wide = wide.conj();
-      at::view_as_real(dst.is_conj() ? dst.conj() : dst).copy_(at::view_as_real(wide.resolve_conj()));
+      raw_pairs(dst).copy_(at::view_as_real(wide.resolve_conj()));
     } else {
       dst.copy_(values);
     }

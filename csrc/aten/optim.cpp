@@ -41,11 +41,11 @@ struct AmpScaling {
   ir::Value unscale(Program& p, ir::Value grad) const {
     if (!scale) return grad;
     return ir::binary(p.graph(), "stablehlo.divide", grad,
-                      ir::broadcast_in_dim(p.graph(), *scale, p.graph().type(grad).shape, {}));
+                      ir::broadcast_to(p.graph(), *scale, p.graph().type(grad).shape));
   }
   // Writes `updated` into t, or t's old value when the step is skipped.
   void write(Program& p, const at::Tensor& t, ir::Value old, ir::Value updated) const {
-    if (skip) updated = ir::select(p.graph(), ir::broadcast_in_dim(p.graph(), *skip, p.graph().type(old).shape, {}),
+    if (skip) updated = ir::select(p.graph(), ir::broadcast_to(p.graph(), *skip, p.graph().type(old).shape),
                                    old, updated);
     p.write(t, updated);
   }

@@ -48,9 +48,17 @@ at::Tensor coo_to_dense(const at::Tensor& self, std::optional<c10::ScalarType> d
   return dense.index_put_(where, self._values(), /*accumulate=*/true);
 }
 
+// Functional ops that ATen would otherwise run as empty() + their out= variant,
+// which CPU kernels for sparse layouts do not provide: sent whole to the CPU.
+void send_whole_to_cpu(torch::Library& m) {
+  for (const char* op : {"sum", "sum.dim_IntList", "addmm", "mm"})
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback_for_sparse>());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
+  send_whole_to_cpu(m);
   m.impl("empty.memory_format", at::native::empty_sparse);
   m.impl("_sparse_coo_tensor_with_dims_and_tensors", at::native::new_with_dims_and_tensor_sparse_symint);
   m.impl("_sparse_coo_tensor_with_dims", at::native::new_with_dims_sparse);
@@ -73,6 +81,7 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
+  send_whole_to_cpu(m);
   m.impl("empty.memory_format", at::native::empty_sparse_compressed);
   m.impl("_nnz", at::native::_nnz_sparse_csr);
   m.impl("sparse_dim", at::native::sparse_dim_sparse_csr);
@@ -86,15 +95,6 @@ TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
   m.impl("zero_", at::native::zero_sparse_csr_);
   m.impl("copy_", at::native::copy_sparse_compressed_);
 }
-
-// Functional ops that ATen would otherwise run as empty() + their out= variant,
-// which CPU kernels for sparse layouts do not provide: sent whole to the CPU.
-static void send_whole_to_cpu(torch::Library& m) {
-  for (const char* op : {"sum", "sum.dim_IntList", "addmm", "mm"})
-    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback_for_sparse>());
-}
-TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) { send_whole_to_cpu(m); }
-TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) { send_whole_to_cpu(m); }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback_for_sparse>());

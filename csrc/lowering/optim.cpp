@@ -4,16 +4,9 @@
 #include "lowering/formula.h"
 
 namespace tpu::lowering {
-namespace {
-// A 0-dim hyperparameter spread over `like`'s shape.
-ir::Value spread(ir::Graph& g, ir::Value scalar, ir::Value like) {
-  return ir::broadcast_in_dim(g, scalar, g.type(like).shape, {});
-}
-}  // namespace
-
 AdamState adam_update(ir::Graph& g, const AdamState& s, ir::Value step, const AdamHyper& h) {
   Formula o{g};
-  auto at = [&](ir::Value scalar) { return spread(g, scalar, s.param); };
+  auto at = [&](ir::Value scalar) { return ir::broadcast_to(g, scalar, g.type(s.param).shape); };
   ir::Value param = s.param, grad = s.grad;
   if (h.maximize) grad = o.neg(grad);
   if (h.has_weight_decay && h.decoupled_weight_decay)
@@ -42,7 +35,7 @@ std::pair<ir::Value, std::optional<ir::Value>> sgd_update(ir::Graph& g, ir::Valu
                                                           std::optional<ir::Value> momentum_buffer,
                                                           const SgdHyper& h) {
   Formula o{g};
-  auto at = [&](ir::Value scalar) { return spread(g, scalar, param); };
+  auto at = [&](ir::Value scalar) { return ir::broadcast_to(g, scalar, g.type(param).shape); };
   if (h.maximize) grad = o.neg(grad);
   if (h.has_weight_decay) grad = o.add(grad, o.mul(at(h.weight_decay), param));
   std::optional<ir::Value> buffer;
