@@ -160,6 +160,54 @@ def test_sum_mean_and_where():
     check(lambda a: a.fill_(1 + 2j), x.clone())
 
 
+# The matrix products and linalg_solve_triangular get lazily conjugated (and negated)
+# operands unresolved: the Conjugate and Negative dispatch keys pass them through.
+LAZY_BIT_PRODUCTS = {
+    "mm": lambda a, b, c: torch.mm(a.conj(), b),
+    "mH_matmul": lambda a, b, c: a.mH @ b,
+    "matmul_conj_rhs": lambda a, b, c: a @ b.conj(),
+    "mm_out_conj": lambda a, b, c: torch.mm(a, b, out=torch.empty_like(c).conj()).resolve_conj(),
+    "bmm": lambda a, b, c: torch.bmm(a.conj()[None], b[None]),
+    "matmul_batched": lambda a, b, c: torch.matmul(a.conj().expand(2, 3, 3), b),
+    "addmm": lambda a, b, c: torch.addmm(c.conj(), a.conj(), b, beta=0.5, alpha=2),
+    "addmm_": lambda a, b, c: c.clone().addmm_(a.conj(), b.conj()),
+    "baddbmm": lambda a, b, c: torch.baddbmm(c.conj()[None], a[None], b.conj()[None]),
+    "dot": lambda a, b, c: torch.dot(a.conj()[0], b[:, 0]),
+    "vdot": lambda a, b, c: torch.vdot(a[0], b[:, 0]),
+    "vdot_conj": lambda a, b, c: torch.vdot(a.conj()[0], b.conj()[:, 0]),
+    "einsum": lambda a, b, c: torch.einsum("ij,jk->ik", a.conj(), b),
+    "tensordot": lambda a, b, c: torch.tensordot(a.conj(), b, 1),
+    "neg_view_mm": lambda a, b, c: torch.mm(a.conj().imag, b.real),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAZY_BIT_PRODUCTS))
+def test_products_of_lazily_conjugated_operands(name):
+    a, b, c = (cmake((3, 3), seed) for seed in range(3))
+    f = LAZY_BIT_PRODUCTS[name]
+    assert_close(f(a.to("tpu"), b.to("tpu"), c.to("tpu")).cpu(), f(a, b, c))
+
+
+def test_solve_triangular_with_negated_operand():
+    a = torch.triu(make((4, 4))) + 4 * torch.eye(4)
+    b = cmake((4, 2))
+    got = torch.linalg.solve_triangular(a.to("tpu"), b.to("tpu").conj().imag, upper=True)
+    assert_close(got.cpu(), torch.linalg.solve_triangular(a, b.conj().imag, upper=True))
+
+
+def test_eig_backward_through_abs_of_eigenvectors(allow_fallback):
+    # linalg_eig_backward checks that the loss ignores the eigenvectors' phases
+    # with V^H gV, a product of a lazily conjugated operand.
+    a = make((5, 5))
+    grads = []
+    for device in ("cpu", "tpu"):
+        x = a.to(device).detach().requires_grad_(True)
+        values, vectors = torch.linalg.eig(x)
+        (values.abs().sum() + vectors.abs().sum()).backward()
+        grads.append(x.grad.cpu())
+    assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-4)
+
+
 def test_unsupported_ops_raise_naming_op_and_dtype():
     t = cmake((4,)).to("tpu")
     with pytest.raises(RuntimeError, match="sign is not intended to support complex"):

@@ -127,6 +127,28 @@ def test_classifies_wrong_gradient_as_fails():
     assert fwd["status"] == "native" and bwd["status"] == "fails", (fwd, bwd)
 
 
+def _offset_by_device(cpu_error, tpu_error):
+    """x * 3 off by an absolute error per side; exact in float64 (the harness's reference)."""
+    def fn(x):
+        if x.dtype == torch.float64:
+            return x * 3
+        return x * 3 + (tpu_error if x.device.type == "tpu" else cpu_error)
+    return fn
+
+
+def test_result_closer_to_float64_than_cpu_counts_as_correct():
+    fwd, bwd = _status(_offset_by_device(cpu_error=1e-3, tpu_error=5e-4))
+    assert fwd["status"] == "native", fwd
+    assert len(fwd["closer_to_float64"]) == 2 and "max error 0.0005 (CPU 0.001)" in fwd["closer_to_float64"][0]
+    assert bwd["status"] == "native" and "closer_to_float64" not in bwd
+
+
+@pytest.mark.parametrize("tpu_error", [2e-3, float("nan")], ids=["farther", "nan"])
+def test_result_farther_from_float64_than_cpu_fails(tpu_error):
+    fwd, _ = _status(_offset_by_device(cpu_error=1e-3, tpu_error=tpu_error))
+    assert fwd["status"] == "fails" and "closer_to_float64" not in fwd, fwd
+
+
 def test_classifies_tpu_exception_as_errors():
     def fn(x):
         if x.device.type == "tpu":

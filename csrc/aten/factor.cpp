@@ -302,8 +302,8 @@ at::Tensor solve_triangular_op(const at::Tensor& A, const at::Tensor& B, bool up
   c10::DimVector batch = broadcast_batch(B, A);
   at::Tensor X = output(name, out, with_matrix(batch, B.size(-2), B.size(-1)), B.scalar_type(), B.device());
   run(name, A.device().index(), {X}, [&](Program& p, ir::Graph& g) {
-    ir::Value a = lw::broadcast_batch(g, p.read(A), shape_of(batch));
-    ir::Value b = lw::broadcast_batch(g, p.read(B), shape_of(batch));
+    ir::Value a = lw::broadcast_batch(g, p.read_logical(A), shape_of(batch));
+    ir::Value b = lw::broadcast_batch(g, p.read_logical(B), shape_of(batch));
     return Values{lw::triangular_solve(g, a, b, upper, left, unitriangular)};
   });
   return X;

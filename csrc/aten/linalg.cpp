@@ -50,19 +50,19 @@ at::Tensor matmul_op(const char* name, const at::Tensor* self, const at::Tensor&
   Program p(name, m1.device().index());
   ir::Graph& g = p.graph();
   ir::DType compute = lowering::to_ir(dtype);
-  ir::Value a = p.read(m1), b = p.read(m2);
+  ir::Value a = p.read_logical(m1), b = p.read_logical(m2);
   ir::Value r = rank == 3 ? lowering::matmul_batched(g, a, b, accumulate_type(dtype))
                           : lowering::matmul_2d(g, a, b, accumulate_type(dtype));
   if (self != nullptr) {
     ir::Shape target = to_shape(shape);
     if (!scalar_is(alpha, 1)) r = lowering::scale(g, r, p.scalar(alpha, compute));
     if (!scalar_is(beta, 0)) {  // beta == 0 ignores self entirely (NaNs included), as ATen does
-      ir::Value bias = ir::broadcast_to(g, p.read_as(*self, dtype), target);
+      ir::Value bias = ir::broadcast_to(g, ir::convert(g, p.read_logical(*self), compute), target);
       if (!scalar_is(beta, 1)) bias = lowering::scale(g, bias, p.scalar(beta, compute));
       r = lowering::binary(g, Binary::Add, bias, r);
     }
   }
-  p.write(output, r);
+  p.write(output, p.apply_lazy_bits(output, r));
   p.run();
   return output;
 }
@@ -111,8 +111,8 @@ at::Tensor& baddbmm_inplace(at::Tensor& self, const at::Tensor& b1, const at::Te
 
 // ------------------------------------------------------------ vector products
 
-// dot/vdot (vdot conjugates self: the same for real dtypes).
-at::Tensor dot_op(const char* name, const at::Tensor& self, const at::Tensor& other) {
+// dot, and vdot (`conjugate_self`).
+at::Tensor dot_op(const char* name, const at::Tensor& self, const at::Tensor& other, bool conjugate_self) {
   TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ",
               other.dim(), "D tensors");
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), name, " : expected both vectors to have same dtype, but "
@@ -125,13 +125,15 @@ at::Tensor dot_op(const char* name, const at::Tensor& self, const at::Tensor& ot
   at::Tensor output = at::empty({}, self.options());
   Program p(name, self.device().index());
   ir::Graph& g = p.graph();
-  ir::Value r = lowering::contract(g, p.read(self), p.read(other), {}, {}, {0}, {0}, accumulate_type(self.scalar_type()));
+  ir::Value x = p.read_logical(self);
+  if (conjugate_self) x = lowering::conj(g, x);
+  ir::Value r = lowering::contract(g, x, p.read_logical(other), {}, {}, {0}, {0}, accumulate_type(self.scalar_type()));
   p.write(output, r);
   p.run();
   return output;
 }
-at::Tensor dot(const at::Tensor& self, const at::Tensor& other) { return dot_op("dot", self, other); }
-at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) { return dot_op("vdot", self, other); }
+at::Tensor dot(const at::Tensor& self, const at::Tensor& other) { return dot_op("dot", self, other, false); }
+at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) { return dot_op("vdot", self, other, true); }
 
 // beta * self + alpha * product, with product in `dtype` already; beta == 0
 // ignores self (NaNs included), as ATen does.

@@ -12,6 +12,7 @@
 #include "engine/diagnostics.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
+#include "lowering/elementwise.h"
 #include "lowering/types.h"
 #include "lowering/view.h"
 
@@ -234,6 +235,13 @@ ir::Value Program::read_as(const at::Tensor& t, c10::ScalarType dtype) {
     return scalar(t.item(), target);
   }
   return ir::convert(graph_, read(t), target);
+}
+
+ir::Value Program::apply_lazy_bits(const at::Tensor& t, ir::Value v) {
+  if (!t.is_privateuseone()) return v;  // a CPU scalar was read by value, bits applied
+  if (t.is_conj()) v = lowering::conj(graph_, v);
+  if (t.is_neg()) v = ir::unary(graph_, "stablehlo.negate", v);
+  return v;
 }
 
 void Program::write(const at::Tensor& dst, ir::Value v) {

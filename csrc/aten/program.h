@@ -29,6 +29,13 @@ class Program {
   // read(t) converted to `dtype`; a CPU scalar is uploaded in `dtype` directly,
   // so Python numbers of any type share one program.
   ir::Value read_as(const at::Tensor& t, c10::ScalarType dtype);
+  // Applies t's lazy conjugation and negation to `v`: the logical value of t
+  // from its raw one, and (both are involutions) the raw value to store into t
+  // from a logical one. Only the ops that the Conjugate and Negative dispatch
+  // keys pass through unresolved (matrix products, linalg_solve_triangular)
+  // see tensors with those bits; every other op gets them resolved.
+  ir::Value apply_lazy_bits(const at::Tensor& t, ir::Value v);
+  ir::Value read_logical(const at::Tensor& t) { return apply_lazy_bits(t, read(t)); }
   // A runtime scalar parameter: changing values do not recompile.
   ir::Value scalar(const c10::Scalar& s, ir::DType dtype);
   // Writes `v` (shape dst.sizes(), converted to dst's dtype) through dst's view.

@@ -18,6 +18,11 @@ the ops in `_SIGN_GAUGE` (their vector outputs only) both sides are normalized b
 comparison so that the largest-magnitude entry of each vector is positive. Nothing else
 is normalized.
 
+A floating result that differs from CPU's beyond the tolerance still counts as correct when
+it is at least as close to the float64 result (CPU, on the same inputs upcast) as CPU's own
+float32 result is -- the test PyTorch's test_ops applies to its reference implementations.
+Such samples are listed in the report with both errors; nothing else is relaxed.
+
 The backward direction classifies the backward pass only: its forward pass runs with
 fallback allowed (the forward direction already classifies the forward ops).
 
@@ -338,10 +343,11 @@ def compare(got, expected, rtol, atol, values=True, normalize=None):
 # one sample
 
 class Outcome:
-    __slots__ = ("status", "message", "fallback_ops")
+    __slots__ = ("status", "message", "fallback_ops", "accuracy")
 
     def __init__(self, status, message="", fallback_ops=()):
         self.status, self.message, self.fallback_ops = status, message, sorted(set(fallback_ops))
+        self.accuracy = ""   # set when the sample passed by being closer to float64 than CPU
 
     def __repr__(self):
         return "Outcome(%s, %r, %r)" % (self.status, self.message, self.fallback_ops)
@@ -385,6 +391,71 @@ def _classify(attempt, check):
         return Outcome("errors", "%s: %s" % (type(e).__name__, _first_line(e)), _fallback_ops_now())
 
 
+# ---------------------------------------------------------------------------------------
+# accuracy against float64
+
+def _upcast(obj):
+    """obj with its floating tensors in float64 (complex in complex128), keeping
+    requires_grad and the identity of tensors that appear twice."""
+    torch = _torch()
+    wide = {torch.float32: torch.float64, torch.float16: torch.float64, torch.bfloat16: torch.float64,
+            torch.complex64: torch.complex128, torch.complex32: torch.complex128}
+    memo = {}
+
+    def up(t):
+        if t.dtype not in wide:
+            return t
+        if id(t) not in memo:
+            memo[id(t)] = t.detach().to(wide[t.dtype]).requires_grad_(t.requires_grad)
+        return memo[id(t)]
+    return tree_map(up, obj)
+
+
+def _distance(results, precise):
+    """Largest absolute difference between results and the float64 results: inf where
+    their structure, NaNs or infinities differ, or where a non-floating result does."""
+    torch = _torch()
+    a, b = tree_tensors(results), tree_tensors(precise)
+    if len(a) != len(b):
+        return float("inf")
+    worst = 0.0
+    for x, p in zip(a, b):
+        if x is None or p is None or x.shape != p.shape:
+            return float("inf")
+        if not (x.dtype.is_floating_point or x.dtype.is_complex):
+            if not torch.equal(x, p.to(x.dtype)):
+                return float("inf")
+            continue
+        # Non-finite values are judged against the float64 result rounded to the
+        # result's dtype: past float16's range, inf is the right answer.
+        rounded = p.to(x.dtype).to(p.dtype)
+        x = x.to(p.dtype)
+        special = ~torch.isfinite(x) | ~torch.isfinite(rounded)
+        if special.any():
+            same = (torch.isnan(x) & torch.isnan(rounded)) | (x == rounded)
+            if not bool(same[special].all()):
+                return float("inf")
+        finite = ~special
+        if finite.any():
+            worst = max(worst, float((x[finite] - p[finite]).abs().max()))
+    return worst
+
+
+def _closer_to_float64(got, expected, precise_run, normalize=None):
+    """'' unless got (tpu, on CPU now) is at least as close to the float64 result as
+    expected (CPU's) is; then a note with both distances."""
+    try:
+        precise = precise_run()
+    except Exception:  # noqa: BLE001 - no float64 kernel: nothing to judge by
+        return ""
+    if normalize is not None:
+        precise = normalize(precise)
+    ours, theirs = _distance(got, precise), _distance(expected, precise)
+    if ours == float("inf") or ours > theirs:
+        return ""
+    return "closer to float64 than CPU: max error %.3g (CPU %.3g)" % (ours, theirs)
+
+
 def _clone(obj):
     return tree_map(lambda t: replicate(t, "cpu"), obj)
 
@@ -411,11 +482,30 @@ def run_forward(op, sample, dtype):
 
     normalize = lambda result: normalize_signs(op, result)   # noqa: E731
     expected = normalize(expected)
+    accuracy = []
+
+    def precise_run():
+        inp, args, kwargs = _upcast((sample.input, sample.args, sample.kwargs))
+        with torch.no_grad():
+            return _to_cpu(op(inp, *args, **kwargs))
 
     def check(got):
-        compare(got, expected, rtol, atol, values, normalize)
+        try:
+            compare(got, expected, rtol, atol, values, normalize)
+        except AssertionError:
+            note = values and dtype.is_floating_point and _closer_to_float64(
+                normalize(_to_cpu(got)), expected, precise_run, normalize)
+            if not note:
+                raise
+            accuracy.append(note)
 
-    return _classify(attempt, check)
+    return _with_accuracy(_classify(attempt, check), accuracy)
+
+
+def _with_accuracy(outcome, notes):
+    if notes and outcome.status in ("native", "fallback"):
+        outcome.accuracy = notes[-1]
+    return outcome
 
 
 def _grad_leaves(sample):
@@ -479,6 +569,15 @@ def run_backward(op, sample, dtype):
     def attempt():
         return _grads(op, sample, "tpu")
 
+    def precise_run():
+        import types
+        inp, args, kwargs = _upcast((sample.input, sample.args, sample.kwargs))
+        wide = types.SimpleNamespace(input=inp, args=args, kwargs=kwargs,
+                                     output_process_fn_grad=sample.output_process_fn_grad)
+        return _grads(op, wide, "cpu")
+
+    accuracy = []
+
     def check(got):
         if got is None:
             raise AssertionError("tpu outputs are not differentiable")
@@ -486,13 +585,22 @@ def run_backward(op, sample, dtype):
             if (g is None) != (e is None):
                 raise AssertionError("gradient %d is %s on tpu, %s on CPU" % (
                     i, "None" if g is None else "defined", "None" if e is None else "defined"))
-            if g is not None and values:
-                _torch().testing.assert_close(g, e, rtol=rtol, atol=atol, equal_nan=True)
-            elif g is not None and (g.shape != e.shape or g.dtype != e.dtype):
+            if g is not None and not values and (g.shape != e.shape or g.dtype != e.dtype):
                 raise AssertionError("gradient %d is %s %s, expected %s %s" % (
                     i, g.dtype, list(g.shape), e.dtype, list(e.shape)))
+        if not values:
+            return
+        try:
+            for g, e in zip(got, expected):
+                if g is not None:
+                    _torch().testing.assert_close(g, e, rtol=rtol, atol=atol, equal_nan=True)
+        except AssertionError:
+            note = _closer_to_float64(got, expected, precise_run)
+            if not note:
+                raise
+            accuracy.append(note)
 
-    return _classify(attempt, check)
+    return _with_accuracy(_classify(attempt, check), accuracy)
 
 
 # ---------------------------------------------------------------------------------------
@@ -512,6 +620,9 @@ def _aggregate(outcomes):
            "counts": {k: v for k, v in counts.items() if v}}
     if fallback_ops:
         rec["fallback_ops"] = sorted(fallback_ops)
+    closer = ["sample %d %s: %s" % (i, d, o.accuracy) for i, d, o in outcomes if o.accuracy]
+    if closer:
+        rec["closer_to_float64"] = closer
     if worst[2].status in ("fails", "errors"):
         rec["message"] = worst[2].message
         rec["sample"] = "sample %d %s" % (worst[0], worst[1])
@@ -791,6 +902,10 @@ def write_markdown(path, results, tot, meta, dtype_names):
                 if rec and rec["status"] in ("fails", "errors"):
                     groups.setdefault((rec["status"], _reason_key(rec.get("message"))), []).append(
                         (key, name, d, rec))
+    closer = [(key, name, d, note) for key in sorted(results) for name, entry in results[key].items()
+              for d in ("forward", "backward") for note in (entry.get(d) or {}).get("closer_to_float64", ())]
+    lines += ["", "## Differs from CPU, closer to float64 (%d samples, counted as correct)" % len(closer), ""]
+    lines += ["- %s %s %s: %s" % item for item in closer]
     lines += ["", "## Failures and errors, grouped by reason", ""]
     for (status, reason), items in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         lines.append("### %s (%d): %s" % (status, len(items), reason))
