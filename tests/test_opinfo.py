@@ -139,13 +139,49 @@ def _offset_by_device(cpu_error, tpu_error):
 def test_result_closer_to_float64_than_cpu_counts_as_correct():
     fwd, bwd = _status(_offset_by_device(cpu_error=1e-3, tpu_error=5e-4))
     assert fwd["status"] == "native", fwd
-    assert len(fwd["closer_to_float64"]) == 2 and "max error 0.0005 (CPU 0.001)" in fwd["closer_to_float64"][0]
+    assert len(fwd["closer_to_float64"]) == 2 and "max error there 0.0005 (CPU 0.001)" in fwd["closer_to_float64"][0]
     assert bwd["status"] == "native" and "closer_to_float64" not in bwd
 
 
 @pytest.mark.parametrize("tpu_error", [2e-3, float("nan")], ids=["farther", "nan"])
 def test_result_farther_from_float64_than_cpu_fails(tpu_error):
     fwd, _ = _status(_offset_by_device(cpu_error=1e-3, tpu_error=tpu_error))
+    assert fwd["status"] == "fails" and "closer_to_float64" not in fwd, fwd
+
+
+def _cpu_overflows(tpu_result):
+    """x * 3, with an inf in CPU's result where float64 is finite."""
+    def fn(x):
+        if x.dtype == torch.float64 or x.device.type == "tpu":
+            return tpu_result(x) if x.device.type == "tpu" else x * 3
+        r = x * 3
+        r.view(-1)[0] = float("inf")
+        return r
+    return fn
+
+
+def test_cpu_overflow_passes_only_a_result_close_to_float64():
+    fwd, _ = _status(_cpu_overflows(lambda x: x * 3))
+    assert fwd["status"] == "native" and "(CPU inf)" in fwd["closer_to_float64"][0], fwd
+    fwd, _ = _status(_cpu_overflows(lambda x: x * 3 + 0.5))    # finite, but not close to float64
+    assert fwd["status"] == "fails", fwd
+
+
+def test_float64_rescue_rejects_another_dtype():
+    def fn(x):
+        if x.device.type == "tpu":
+            return (x * 3).double()         # closer to float64, but not the op's dtype
+        return x * 3 + (0 if x.dtype == torch.float64 else 1e-3)
+    fwd, _ = _status(fn)
+    assert fwd["status"] == "fails" and "closer_to_float64" not in fwd, fwd
+
+
+def test_float64_rescue_rejects_a_wrong_python_scalar():
+    def fn(x):
+        if x.device.type == "tpu":
+            return False, x * 3             # the tensor is closer to float64, the flag is wrong
+        return True, x * 3 + (0 if x.dtype == torch.float64 else 1e-3)
+    fwd, _ = _status(fn)
     assert fwd["status"] == "fails" and "closer_to_float64" not in fwd, fwd
 
 

@@ -304,7 +304,7 @@ at::Tensor solve_triangular_op(const at::Tensor& A, const at::Tensor& B, bool up
   run(name, A.device().index(), {X}, [&](Program& p, ir::Graph& g) {
     ir::Value a = lw::broadcast_batch(g, p.read_logical(A), shape_of(batch));
     ir::Value b = lw::broadcast_batch(g, p.read_logical(B), shape_of(batch));
-    return Values{lw::triangular_solve(g, a, b, upper, left, unitriangular)};
+    return Values{p.apply_lazy_bits(X, lw::triangular_solve(g, a, b, upper, left, unitriangular))};
   });
   return X;
 }

@@ -57,7 +57,7 @@ at::Tensor matmul_op(const char* name, const at::Tensor* self, const at::Tensor&
     ir::Shape target = to_shape(shape);
     if (!scalar_is(alpha, 1)) r = lowering::scale(g, r, p.scalar(alpha, compute));
     if (!scalar_is(beta, 0)) {  // beta == 0 ignores self entirely (NaNs included), as ATen does
-      ir::Value bias = ir::broadcast_to(g, ir::convert(g, p.read_logical(*self), compute), target);
+      ir::Value bias = ir::broadcast_to(g, p.apply_lazy_bits(*self, p.read_as(*self, dtype)), target);
       if (!scalar_is(beta, 1)) bias = lowering::scale(g, bias, p.scalar(beta, compute));
       r = lowering::binary(g, Binary::Add, bias, r);
     }
