@@ -18,7 +18,11 @@ today) is recorded as "unavailable" with its message, a mode that fails as
 Timing: a step is host-to-device copy of the batch, zero_grad, forward, backward,
 optimizer step and `loss.item()` (reading the loss each step, as a training loop
 that logs it does). The steady step time is the median over --steps timed steps
-after the first step and WARMUP_STEPS more.
+after the first step and WARMUP_STEPS more. With --rounds R > 1 each workload's
+modes run R times in turn (strict, fused, ..., strict, fused, ...), each time in a
+fresh process, and the steady step time is the median of the R per-run medians: on
+a shared machine whose speed drifts, every mode then samples the same periods, which
+steadies the ratios between modes.
 """
 import argparse
 import datetime
@@ -308,6 +312,27 @@ def _bench_one(workload, mode, steps, plugin, threads):
         shutil.rmtree(cache_dir, ignore_errors=True)
 
 
+def _steady_round(workload, mode, steps, plugin, threads):
+    """Per-step median of one more steady-state run (fresh process and cache), or None."""
+    cache_dir = tempfile.mkdtemp(prefix="torch_tpu_bench_cache_")
+    try:
+        r = _run_child(workload, mode, "full", steps, cache_dir, plugin, threads)
+        return r.get("step_median_s") if r.get("status") == "ok" else None
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+
+def _combine_rounds(result, medians):
+    """result's steady step time becomes the median of its rounds' medians (a failed
+    round is left out), and its tokens/s follows."""
+    tokens_per_step = result["tokens_per_s"] * result["step_median_s"] if result.get("tokens_per_s") else None
+    medians = [m for m in medians if m is not None]
+    result["round_step_median_s"] = medians
+    result["step_median_s"] = statistics.median(medians)
+    if tokens_per_step:
+        result["tokens_per_s"] = tokens_per_step / result["step_median_s"]
+
+
 def _ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
 
@@ -452,6 +477,9 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads in every subprocess (CPU eager's intra-op threads; "
                              "default: torch's own choice). XLA:CPU keeps its own thread pool.")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run each workload's modes this many times in turn; steady step = median of the "
+                             "runs' medians (default 1)")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "modes.json"))
     parser.add_argument("--chart", default=os.path.join(HERE, "results", "modes.png"))
     # internal: one (workload, mode) in this process
@@ -465,6 +493,8 @@ def main(argv=None):
         return _child(args)
     if args.steps is not None and args.steps < 1:
         parser.error("--steps must be at least 1")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
 
     started = time.perf_counter()
     report = {
@@ -475,6 +505,7 @@ def main(argv=None):
         "modes": list(dict.fromkeys(args.modes)),
         "warmup_steps": WARMUP_STEPS,
         "threads": args.threads,
+        "rounds": args.rounds,
         "timing": "median over the timed steps of: batch .to(device), zero_grad, forward, backward, "
                   "optimizer step, loss.item(); first step measured from a fresh process with an empty "
                   "(cold) and then a filled (warm) private disk compilation cache",
@@ -491,6 +522,16 @@ def main(argv=None):
             if r["status"] != "ok":
                 print("          %s: %s" % (r["status"], (r.get("error") or "").splitlines()[0][:200]),
                       file=sys.stderr, flush=True)
+        ok = [m for m in report["modes"] if report["results"][workload][m]["status"] == "ok"]
+        medians = {m: [report["results"][workload][m]["step_median_s"]] for m in ok}
+        for round_index in range(2, args.rounds + 1):
+            for mode in ok:
+                print("[%6.0fs] %s / %s, round %d" % (time.perf_counter() - started, workload, mode, round_index),
+                      file=sys.stderr, flush=True)
+                medians[mode].append(_steady_round(workload, mode, steps, args.plugin, args.threads))
+        if args.rounds > 1:
+            for mode in ok:
+                _combine_rounds(report["results"][workload][mode], medians[mode])
     tpu_plugin = next((v["plugin"] for modes in report["results"].values() for v in modes.values()
                        if v.get("plugin")), None)
     if tpu_plugin:
