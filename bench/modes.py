@@ -25,6 +25,7 @@ a shared machine whose speed drifts, every mode then samples the same periods, w
 steadies the ratios between modes.
 """
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -224,6 +225,7 @@ def _child(args):
         record["step_min_s"] = min(times)
         record["final_loss"] = losses[-1]
         if info["tokens_per_step"]:
+            record["tokens_per_step"] = info["tokens_per_step"]
             record["tokens_per_s"] = info["tokens_per_step"] / record["step_median_s"]
         if on_tpu:
             record["peak_memory_bytes"] = torch.tpu.max_memory_allocated()
@@ -289,9 +291,18 @@ def _run_child(workload, mode, phase, steps, cache_dir, plugin, threads):
     return record
 
 
-def _bench_one(workload, mode, steps, plugin, threads):
+@contextlib.contextmanager
+def _private_cache_dir():
+    """A fresh, empty disk compilation cache directory, removed afterwards."""
     cache_dir = tempfile.mkdtemp(prefix="torch_tpu_bench_cache_")
     try:
+        yield cache_dir
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+
+def _bench_one(workload, mode, steps, plugin, threads):
+    with _private_cache_dir() as cache_dir:
         cold = _run_child(workload, mode, "full", steps, cache_dir, plugin, threads)
         result = {k: v for k, v in cold.items() if k != "phase"}
         if mode in TPU_MODES:
@@ -308,29 +319,23 @@ def _bench_one(workload, mode, steps, plugin, threads):
                 result["subprocess_wall_s"] += warm["subprocess_wall_s"]
             result.pop("first_step_s", None)
         return result
-    finally:
-        shutil.rmtree(cache_dir, ignore_errors=True)
 
 
 def _steady_round(workload, mode, steps, plugin, threads):
     """Per-step median of one more steady-state run (fresh process and cache), or None."""
-    cache_dir = tempfile.mkdtemp(prefix="torch_tpu_bench_cache_")
-    try:
+    with _private_cache_dir() as cache_dir:
         r = _run_child(workload, mode, "full", steps, cache_dir, plugin, threads)
-        return r.get("step_median_s") if r.get("status") == "ok" else None
-    finally:
-        shutil.rmtree(cache_dir, ignore_errors=True)
+    return r.get("step_median_s") if r.get("status") == "ok" else None
 
 
 def _combine_rounds(result, medians):
     """result's steady step time becomes the median of its rounds' medians (a failed
     round is left out), and its tokens/s follows."""
-    tokens_per_step = result["tokens_per_s"] * result["step_median_s"] if result.get("tokens_per_s") else None
     medians = [m for m in medians if m is not None]
     result["round_step_median_s"] = medians
     result["step_median_s"] = statistics.median(medians)
-    if tokens_per_step:
-        result["tokens_per_s"] = tokens_per_step / result["step_median_s"]
+    if result.get("tokens_per_step"):
+        result["tokens_per_s"] = result["tokens_per_step"] / result["step_median_s"]
 
 
 def _ratio(a, b):

@@ -7,7 +7,7 @@ import modes  # noqa: E402
 
 
 def test_rounds_take_the_median_of_the_runs_medians():
-    result = {"step_median_s": 0.010, "tokens_per_s": 256 / 0.010}
+    result = {"step_median_s": 0.010, "tokens_per_step": 256, "tokens_per_s": 256 / 0.010}
     modes._combine_rounds(result, [0.010, None, 0.030, 0.020])   # a failed round is left out
     assert result["round_step_median_s"] == [0.010, 0.030, 0.020]
     assert result["step_median_s"] == 0.020
