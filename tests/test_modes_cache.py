@@ -48,20 +48,32 @@ def test_env_selects_mode():
     assert out.stdout.strip() == "debug"
 
 
-def test_debug_nan_check_names_op_shapes_and_line():
-    code = (
-        "import torch\n"
-        "x = torch.tensor([1.0, 0.0]).to('tpu')\n"
-        "y = x * 2\n"
-        "z = x / 0  # the offending line\n"
-        "print('not reached')\n"
-    )
-    out = run_python(code, TORCH_TPU_EAGER_MODE="debug", TORCH_TPU_CHECK_NAN="1")
+def debug_nan_error(*lines):
+    """stderr of `lines` run in debug mode with the NaN check, which must stop
+    the script before its last line, print('not reached')."""
+    out = run_python("\n".join(("import torch",) + lines + ("print('not reached')\n",)),
+                     TORCH_TPU_EAGER_MODE="debug", TORCH_TPU_CHECK_NAN="1")
     assert out.returncode != 0 and "not reached" not in out.stdout
-    message = out.stderr
-    assert "RuntimeError" in message and "div" in message and "NaN or Inf" in message
+    assert "RuntimeError" in out.stderr and "NaN or Inf" in out.stderr, out.stderr[-2000:]
+    return out.stderr
+
+
+def test_debug_nan_check_names_op_shapes_and_line():
+    message = debug_nan_error("x = torch.tensor([1.0, 0.0]).to('tpu')", "y = x * 2", "z = x / 0  # the offending line")
+    assert "div" in message
     assert "[2] float32" in message  # operand shape and dtype
     assert "<string>:4" in message  # the user's source line
+
+
+def test_debug_nan_check_in_a_foreach_batch_lists_its_first_operands():
+    # A _foreach_ op is one program over the whole list: the message names
+    # its first operands and how many there were, not all twelve.
+    message = debug_nan_error("xs = [torch.full((k + 1,), -1.0).to('tpu') for k in range(12)]",
+                              "torch._foreach_sqrt_(xs)")
+    assert "_foreach_sqrt_" in message
+    assert "[1] float32, [2] float32" in message and "... (12 operands)" in message, message[-2000:]
+    assert "[12] float32" not in message
+    assert "<string>:3" in message
 
 
 def test_nan_check_is_quiet_without_nans_and_in_strict_mode():

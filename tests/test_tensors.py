@@ -179,6 +179,31 @@ def test_channels_last_and_contiguous():
     assert_close(y.contiguous().cpu(), x)
 
 
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_strided_views_at_every_offset(mode):
+    # A strided view is read as a box of its storage where it fits there, and
+    # through a padded window where it would wrap around a box dim; views at
+    # offsets of either kind share programs (the offset is a runtime scalar),
+    # so every offset must still read its own elements.
+    import torch_tpu
+
+    x = torch.arange(60.0)
+    y = x.to("tpu")
+    layouts = [((3, 4), (5, 1)), ((2, 3, 2), (30, 2, 10)), ((4, 2, 3), (15, 3, 1)), ((2, 2), (1, 6))]
+    with torch_tpu.eager_mode(mode):
+        for size, stride in layouts:
+            last = sum((n - 1) * st for n, st in zip(size, stride))
+            for offset in range(0, 60 - last):
+                expected = x.as_strided(size, stride, offset) * 2
+                assert_close((y.as_strided(size, stride, offset) * 2).cpu(), expected)
+        # Attention heads split off a fused qkv projection, as in the GPT workload.
+        qkv = torch.randn(2, 8, 12)
+        heads = [z.view(2, 8, 2, 2).transpose(1, 2) for z in qkv.to("tpu").split(4, dim=2)]
+        expected = [z.view(2, 8, 2, 2).transpose(1, 2) for z in qkv.split(4, dim=2)]
+        for got, want in zip(heads, expected):
+            assert_close((got @ heads[0].transpose(-2, -1)).cpu(), want @ expected[0].transpose(-2, -1))
+
+
 def test_same_program_reused_for_views_at_other_offsets():
     import torch_tpu
 

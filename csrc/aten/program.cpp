@@ -153,6 +153,10 @@ int device_of(std::initializer_list<const at::Tensor*> tensors) {
   TORCH_INTERNAL_ASSERT(false, "torch_tpu: op without a tpu operand dispatched to tpu");
 }
 
+void Program::note_operand(Operand&& operand) {
+  if (num_operands_++ < kShownOperands) operands_.push_back(std::move(operand));
+}
+
 std::string Program::operands() const {
   std::string s;
   for (const Operand& o : operands_) {
@@ -164,6 +168,7 @@ std::string Program::operands() const {
     s += shape_string(o.sizes) + " " + lowering::python_dtype_name(o.dtype);
     if (o.device.type() != c10::DeviceType::PrivateUse1) s += " on " + o.device.str();
   }
+  if (num_operands_ > operands_.size()) s += ", ... (" + std::to_string(num_operands_) + " operands)";
   return s;
 }
 
@@ -186,11 +191,29 @@ ir::Value Program::scalar(const c10::Scalar& s, ir::DType dtype) {
   return bind(scalar_cache().get(device_, dtype, bytes), ir::Type{dtype, {}});
 }
 
+Program::StorageState* Program::find_storage(StorageValue* value) {
+  constexpr size_t kScanned = 16;
+  if (storages_.size() <= kScanned) {
+    for (StorageState& s : storages_)
+      if (s.value == value) return &s;
+    return nullptr;
+  }
+  if (storage_index_.empty())
+    for (size_t i = 0; i < storages_.size(); ++i) storage_index_.emplace(storages_[i].value, i);
+  auto it = storage_index_.find(value);
+  return it == storage_index_.end() ? nullptr : &storages_[it->second];
+}
+
+Program::StorageState& Program::add_storage(StorageState&& state) {
+  if (!storage_index_.empty()) storage_index_.emplace(state.value, storages_.size());
+  storages_.push_back(std::move(state));
+  return storages_.back();
+}
+
 Program::StorageState& Program::state_for(const at::Tensor& t) {
   StorageValue* value = storage_value(t.storage());
   TORCH_INTERNAL_ASSERT(value != nullptr, "tpu tensor without a tpu storage");
-  auto it = storage_index_.find(value);
-  if (it != storage_index_.end()) return storages_[it->second];
+  if (StorageState* known = find_storage(value)) return *known;
   StorageState state{t.storage(), value, {}, false};
   ir::DType dtype;
   if (fused_mode() ? has_content(value, &dtype) : (dtype = value->dtype, value->buffer != nullptr)) {
@@ -204,9 +227,7 @@ Program::StorageState& Program::state_for(const at::Tensor& t) {
     value->dtype = value->nbytes % ir::byte_width(dtype) == 0 ? dtype : ir::DType::U8;
     state.current = ir::full(graph_, value->dtype, 0, {value->numel()});
   }
-  storage_index_[value] = storages_.size();
-  storages_.push_back(std::move(state));
-  return storages_.back();
+  return add_storage(std::move(state));
 }
 
 std::optional<ir::Value> Program::dynamic_offset(const at::Tensor& t) {
@@ -216,13 +237,15 @@ std::optional<ir::Value> Program::dynamic_offset(const at::Tensor& t) {
 
 ir::Value Program::read(const at::Tensor& t) {
   ir::DType dtype = lowering::to_ir(t.scalar_type());
-  operands_.push_back(Operand{{t.sizes().begin(), t.sizes().end()}, t.scalar_type(), t.device(), false});
+  note_operand(Operand{{t.sizes().begin(), t.sizes().end()}, t.scalar_type(), t.device(), false});
   if (t.device().is_cpu() && t.dim() == 0) return scalar(t.item(), dtype);
   check_device(t);
   ir::Shape sizes(t.sizes().begin(), t.sizes().end());
   if (t.numel() == 0) return ir::full(graph_, dtype, 0, sizes);
   StorageState& state = state_for(t);
   ir::Value storage = lowering::reinterpret(graph_, state.current, dtype);
+  if (t.is_contiguous())
+    return lowering::read_contiguous(graph_, storage, sizes, t.storage_offset(), dynamic_offset(t));
   lowering::StridedView view{sizes, std::vector<int64_t>(t.strides().begin(), t.strides().end()),
                              t.storage_offset()};
   return lowering::read_strided(graph_, storage, view, dynamic_offset(t));
@@ -231,7 +254,7 @@ ir::Value Program::read(const at::Tensor& t) {
 ir::Value Program::read_as(const at::Tensor& t, c10::ScalarType dtype) {
   ir::DType target = lowering::to_ir(dtype);
   if (t.device().is_cpu() && t.dim() == 0) {
-    operands_.push_back(Operand{{}, t.scalar_type(), t.device(), true});
+    note_operand(Operand{{}, t.scalar_type(), t.device(), true});
     return scalar(t.item(), target);
   }
   return ir::convert(graph_, read(t), target);
@@ -257,13 +280,9 @@ void Program::write(const at::Tensor& dst, ir::Value v) {
   v = ir::convert(graph_, v, dtype);
   if (covers_whole_storage(dst)) {
     StorageValue* value = storage_value(dst.storage());
-    auto it = storage_index_.find(value);
-    if (it == storage_index_.end()) {  // old content not needed: no parameter
-      storage_index_[value] = storages_.size();
-      storages_.push_back(StorageState{dst.storage(), value, {}, false});
-      it = storage_index_.find(value);
-    }
-    StorageState& state = storages_[it->second];
+    StorageState* known = find_storage(value);
+    // Old content not needed: no parameter.
+    StorageState& state = known != nullptr ? *known : add_storage(StorageState{dst.storage(), value, {}, false});
     state.current = ir::reshape(graph_, v, {dst.numel()});
     state.written = true;
     return;

@@ -81,10 +81,18 @@ class Program {
     c10::Device device;
     bool scalar;  // a CPU number read as a scalar parameter
   };
+  // The first kShownOperands reads; a batch of many ops reads more.
+  static constexpr size_t kShownOperands = 8;
   c10::SmallVector<Operand, 4> operands_;
-  std::string operands() const;  // "[2, 3] float32, scalar float32, ..." 
+  size_t num_operands_ = 0;
+  void note_operand(Operand&& operand);
+  std::string operands() const;  // "[2, 3] float32, scalar float32, ..."
+  // Storages read or written, in first-use order. Most programs touch a few,
+  // found by a scan; a batch indexes them once it grows.
   std::vector<StorageState> storages_;
   std::unordered_map<StorageValue*, size_t> storage_index_;
+  StorageState* find_storage(StorageValue* value);
+  StorageState& add_storage(StorageState&& state);
 };
 
 // TORCH_TPU_LOG_OPS=1: each launch is logged to stderr (op, operands, cache, time).

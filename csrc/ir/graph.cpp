@@ -76,25 +76,34 @@ std::string Type::mlir() const {
 }
 
 Value Graph::parameter(Type type) {
-  nodes_.push_back(Node{nullptr, {}, std::move(type), {}, Combiner::None});
+  nodes_.push_back(Node{nullptr, 0, 0, std::move(type), {}, Combiner::None});
   ++num_parameters_;
   return Value{static_cast<int>(nodes_.size()) - 1};
 }
 
-Value Graph::add(const char* op, std::vector<Value> operands, Type type,
-                 std::string attrs, Combiner combiner) {
-  Node node{op, {}, std::move(type), std::move(attrs), combiner};
-  node.operands.reserve(operands.size());
-  for (Value v : operands) {
-    if (v.id < 0 || v.id >= static_cast<int>(nodes_.size()))
+Value Graph::add_node(const char* op, const Value* operands, size_t count, Type type, std::string attrs,
+                      Combiner combiner) {
+  Node node{op, static_cast<uint32_t>(operand_ids_.size()), static_cast<uint32_t>(count), std::move(type),
+            std::move(attrs), combiner};
+  for (size_t i = 0; i < count; ++i) {
+    if (operands[i].id < 0 || operands[i].id >= static_cast<int>(nodes_.size())) {
+      operand_ids_.resize(node.first_operand);
       throw std::logic_error(std::string("ir: invalid operand for ") + op);
-    node.operands.push_back(v.id);
+    }
+    operand_ids_.push_back(operands[i].id);
   }
   nodes_.push_back(std::move(node));
   return Value{static_cast<int>(nodes_.size()) - 1};
 }
 
+void Graph::push_mapped(Node&& n, OperandIds ids, const std::vector<Value>& mapped) {
+  n.first_operand = static_cast<uint32_t>(operand_ids_.size());
+  for (int o : ids) operand_ids_.push_back(mapped[o].id);
+  nodes_.push_back(std::move(n));
+}
+
 std::vector<Value> Graph::append(const Graph& other, const std::vector<Value>& arguments) {
+  if (&other == this) throw std::logic_error("ir: a graph cannot append itself");
   if (arguments.size() != other.num_parameters_) throw std::logic_error("ir: append needs one value per parameter");
   std::vector<Value> mapped;
   mapped.reserve(other.nodes_.size());
@@ -104,10 +113,7 @@ std::vector<Value> Graph::append(const Graph& other, const std::vector<Value>& a
       mapped.push_back(arguments[next_argument++]);
       continue;
     }
-    Node copy{n.op, {}, n.type, n.attrs, n.combiner, n.loop};
-    copy.operands.reserve(n.operands.size());
-    for (int o : n.operands) copy.operands.push_back(mapped[o].id);
-    nodes_.push_back(std::move(copy));
+    push_mapped(Node(n), other.operands(n), mapped);
     mapped.push_back(Value{static_cast<int>(nodes_.size()) - 1});
   }
   return mapped;
@@ -123,8 +129,8 @@ std::vector<Value> Graph::append(Graph&& other, const std::vector<Value>& argume
       mapped.push_back(arguments[next_argument++]);
       continue;
     }
-    for (int& o : n.operands) o = mapped[o].id;
-    nodes_.push_back(std::move(n));
+    OperandIds ids = other.operands(n);
+    push_mapped(std::move(n), ids, mapped);
     mapped.push_back(Value{static_cast<int>(nodes_.size()) - 1});
   }
   other = Graph();
@@ -156,9 +162,11 @@ std::string Graph::key() const {
   std::string k;
   k.reserve(nodes_.size() * 48);
   for (const Node& n : nodes_) {
-    k += n.op ? n.op : "P";
+    const char* op = n.op ? n.op : "P";
+    if (std::strncmp(op, "stablehlo.", 10) == 0) op += 10;  // shorter keys hash and compare faster
+    k += op;
     k += '(';
-    for (int o : n.operands) {
+    for (int o : operands(n)) {
       append_int(k, o);
       k += ',';
     }
@@ -211,7 +219,8 @@ const char* comparison_direction(Combiner c) {
 
 bool is_result(const Node& n) { return n.op != nullptr && std::strcmp(n.op, kResultOp) == 0; }
 
-std::string type_list(const std::deque<Node>& nodes, const std::vector<int>& ids) {
+template <class Ids>
+std::string type_list(const std::deque<Node>& nodes, const Ids& ids) {
   std::string s;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i) s += ", ";
@@ -228,33 +237,34 @@ void Graph::emit_body(std::string& out, const std::string& prefix, const std::ve
   size_t next_parameter = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
+    const OperandIds ids = operands(n);
     if (n.op == nullptr) {
       names[i] = parameter_names[next_parameter++];
       continue;
     }
     if (is_result(n)) {
-      names[i] = names[n.operands[0]] + "#" + n.attrs;
+      names[i] = names[ids[0]] + "#" + n.attrs;
       continue;
     }
     names[i] = "%" + prefix + std::to_string(i);
     out += indent + names[i];
-    if (n.loop) out += ":" + std::to_string(n.operands.size());
+    if (n.loop) out += ":" + std::to_string(ids.size());
     out += std::string(" = \"") + n.op + "\"(";
-    for (size_t j = 0; j < n.operands.size(); ++j) {
+    for (size_t j = 0; j < ids.size(); ++j) {
       if (j) out += ", ";
-      out += names[n.operands[j]];
+      out += names[ids[j]];
     }
     out += ")";
     if (n.loop) {
       // Regions name their values after the loop, so nested names never clash.
-      std::string types = type_list(nodes_, n.operands);
+      std::string types = type_list(nodes_, ids);
       auto region = [&](const Graph& r, const std::string& tag) {
         std::string p = prefix + "w" + std::to_string(i) + tag;
         std::vector<std::string> args;
         out += indent + "^bb0(";
-        for (size_t a = 0; a < n.operands.size(); ++a) {
+        for (size_t a = 0; a < ids.size(); ++a) {
           args.push_back("%" + p + "a" + std::to_string(a));
-          out += (a ? ", " : "") + args.back() + ": " + nodes_[n.operands[a]].type.mlir();
+          out += (a ? ", " : "") + args.back() + ": " + nodes_[ids[a]].type.mlir();
         }
         out += "):\n";
         r.emit_body(out, p + "_", args, "stablehlo.return", indent + "  ");
@@ -268,7 +278,7 @@ void Graph::emit_body(std::string& out, const std::string& prefix, const std::ve
     }
     if (n.combiner != Combiner::None) {
       // Region over scalars of the first operand's element type.
-      std::string scalar = Type{nodes_[n.operands[0]].type.dtype, {}}.mlir();
+      std::string scalar = Type{nodes_[ids[0]].type.dtype, {}}.mlir();
       out += " ({\n" + indent + "^bb0(%lhs: " + scalar + ", %rhs: " + scalar + "):\n";
       if (n.combiner == Combiner::Replace) {
         out += indent + "  \"stablehlo.return\"(%rhs) : (" + scalar + ") -> ()\n";
@@ -285,7 +295,7 @@ void Graph::emit_body(std::string& out, const std::string& prefix, const std::ve
       out += indent + "})";
     }
     if (!n.attrs.empty()) out += " {" + n.attrs + "}";
-    out += " : (" + type_list(nodes_, n.operands) + ") -> " + n.type.mlir() + "\n";
+    out += " : (" + type_list(nodes_, ids) + ") -> " + n.type.mlir() + "\n";
   }
   out += indent + "\"" + terminator + "\"(";
   for (size_t i = 0; i < outputs_.size(); ++i) {

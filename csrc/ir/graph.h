@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,7 +62,9 @@ inline constexpr const char* kResultOp = "result";
 
 struct Node {
   const char* op;  // "stablehlo.add"; nullptr for a parameter
-  std::vector<int> operands;
+  // The node's operand ids are operand_ids_[first_operand, first_operand +
+  // num_operands) of its graph: one pool per graph, not one allocation per node.
+  uint32_t first_operand = 0, num_operands = 0;
   Type type;
   std::string attrs;  // rendered attribute entries, without braces
   Combiner combiner = Combiner::None;
@@ -71,8 +74,14 @@ struct Node {
 class Graph {
  public:
   Value parameter(Type type);
-  Value add(const char* op, std::vector<Value> operands, Type type,
-            std::string attrs = {}, Combiner combiner = Combiner::None);
+  Value add(const char* op, std::initializer_list<Value> operands, Type type, std::string attrs = {},
+            Combiner combiner = Combiner::None) {
+    return add_node(op, operands.begin(), operands.size(), std::move(type), std::move(attrs), combiner);
+  }
+  Value add(const char* op, const std::vector<Value>& operands, Type type, std::string attrs = {},
+            Combiner combiner = Combiner::None) {
+    return add_node(op, operands.data(), operands.size(), std::move(type), std::move(attrs), combiner);
+  }
   // A stablehlo.while over `init` (see LoopRegions); returns its results,
   // one per carried value. ir::while_loop (ops.h) builds the regions.
   std::vector<Value> add_while(std::vector<Value> init, std::shared_ptr<const LoopRegions> loop);
@@ -104,8 +113,24 @@ class Graph {
   void emit_body(std::string& out, const std::string& prefix, const std::vector<std::string>& parameter_names,
                  const char* terminator, const std::string& indent) const;
 
+  Value add_node(const char* op, const Value* operands, size_t count, Type type, std::string attrs,
+                 Combiner combiner);
+  // The operand ids of `n`, a node of this graph.
+  struct OperandIds {
+    const int* first;
+    size_t count;
+    const int* begin() const { return first; }
+    const int* end() const { return first + count; }
+    size_t size() const { return count; }
+    int operator[](size_t i) const { return first[i]; }
+  };
+  OperandIds operands(const Node& n) const { return {operand_ids_.data() + n.first_operand, n.num_operands}; }
+  // Appends `n` (of another graph, whose operand ids are `ids`) with each operand id mapped.
+  void push_mapped(Node&& n, OperandIds ids, const std::vector<Value>& mapped);
+
   // A deque: references returned by type() stay valid while nodes are added.
   std::deque<Node> nodes_;
+  std::vector<int> operand_ids_;
   std::vector<int> outputs_;
   std::vector<std::pair<int, int>> aliases_;  // (parameter position, output index)
   size_t num_parameters_ = 0;

@@ -1,6 +1,7 @@
 #include "lowering/view.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include "ir/ops.h"
@@ -75,6 +76,57 @@ Value window(ir::Graph& g, Value storage, const StridedView& v, const Layout& l,
   return w;
 }
 
+// The whole storage (n elements) reshaped to the view's container dims, the
+// outermost one extended to cover the storage, and where the view's corner
+// lies in it. Absent when the storage does not reshape so, or the view would
+// wrap around a container dim from its offset.
+struct StorageBox {
+  ir::Shape shape;
+  ir::Dims start;
+  std::vector<int64_t> strides;  // element stride of each container dim
+};
+
+std::optional<StorageBox> container_of_storage(int64_t n, const StridedView& v, const Layout& l) {
+  if (l.order.empty()) return std::nullopt;
+  int64_t outer = v.strides[l.order[0]];
+  if (n % outer != 0) return std::nullopt;
+  StorageBox box;
+  box.shape = l.container;
+  box.shape[0] = n / outer;
+  int64_t stride = outer;
+  for (size_t i = 0; i < box.shape.size(); ++i) {
+    if (i > 0) stride /= box.shape[i];
+    box.strides.push_back(stride);
+  }
+  int64_t rest = v.offset;
+  for (size_t i = 0; i < box.shape.size(); ++i) {
+    int64_t c = rest / box.strides[i];
+    rest %= box.strides[i];
+    int64_t extent = i < l.order.size() ? v.sizes[l.order[i]] : 1;
+    if (c + extent > box.shape[i]) return std::nullopt;
+    box.start.push_back(c);
+  }
+  return box;
+}
+
+// The box's start indices from a runtime offset (the same decomposition).
+std::vector<Value> box_start(ir::Graph& g, const StorageBox& box, Value offset) {
+  std::vector<Value> start;
+  Value rest = offset;
+  for (int64_t stride : box.strides) {
+    Value s = ir::constant_int(g, ir::DType::S64, stride);
+    start.push_back(stride == 1 ? rest : ir::binary(g, "stablehlo.divide", rest, s));
+    if (stride != 1) rest = ir::binary(g, "stablehlo.remainder", rest, s);
+  }
+  return start;
+}
+
+ir::Dims add(const ir::Dims& a, const ir::Shape& b) {
+  ir::Dims sum(a.size());
+  for (size_t i = 0; i < a.size(); ++i) sum[i] = a[i] + b[i];
+  return sum;
+}
+
 // Flat element indices of every view element (for overlapping layouts).
 Value element_indices(ir::Graph& g, const StridedView& v, std::optional<Value> dynamic_offset) {
   ir::Shape shape(v.sizes.begin(), v.sizes.end());
@@ -97,20 +149,47 @@ ir::Dims permutation(const std::vector<int>& from, const std::vector<int>& to) {
 
 }  // namespace
 
+Value read_contiguous(ir::Graph& g, Value storage, const ir::Shape& sizes, int64_t offset,
+                      std::optional<Value> dynamic_offset) {
+  int64_t n = ir::numel(sizes);
+  if (n == 0) return ir::full(g, g.type(storage).dtype, 0, sizes);
+  Value w = storage;
+  if (dynamic_offset)
+    w = ir::dynamic_slice(g, storage, {*dynamic_offset}, {n});
+  else if (offset != 0 || n != g.type(storage).shape[0])
+    w = ir::slice(g, storage, {offset}, {offset + n});
+  return ir::reshape(g, w, sizes);
+}
+
 Value read_strided(ir::Graph& g, Value storage, const StridedView& v, std::optional<Value> dynamic_offset) {
   ir::DType dtype = g.type(storage).dtype;
   ir::Shape sizes(v.sizes.begin(), v.sizes.end());
   if (ir::numel(sizes) == 0) return ir::full(g, dtype, 0, sizes);
+  bool contiguous = true;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1, expected = 1; d >= 0 && contiguous; --d) {
+    contiguous = sizes[d] == 1 || v.strides[d] == expected;
+    expected *= sizes[d];
+  }
+  if (contiguous) return read_contiguous(g, storage, sizes, v.offset, dynamic_offset);
   Layout l = analyze(v);
   if (!l.chain) return ir::gather_1d(g, storage, element_indices(g, v, dynamic_offset));
 
-  bool whole;
-  Value r = ir::reshape(g, window(g, storage, v, l, dynamic_offset, &whole), l.container);
   ir::Shape sorted_sizes;
   for (int d : l.order) sorted_sizes.push_back(v.sizes[d]);
-  ir::Dims start(l.container.size(), 0), limit = sorted_sizes;
-  limit.push_back(1);
-  r = ir::slice(g, r, start, limit);
+  ir::Shape corner = sorted_sizes;
+  corner.push_back(1);
+  Value r;
+  if (auto in_place = container_of_storage(g.type(storage).shape[0], v, l)) {
+    // The view is a box of the storage seen as `in_place->shape`: slice it out
+    // where it lies, so XLA can fuse the slice into the view's consumers.
+    r = ir::reshape(g, storage, in_place->shape);
+    r = dynamic_offset ? ir::dynamic_slice(g, r, box_start(g, *in_place, *dynamic_offset), corner)
+                       : ir::slice(g, r, in_place->start, add(in_place->start, corner));
+  } else {
+    bool whole;
+    r = ir::reshape(g, window(g, storage, v, l, dynamic_offset, &whole), l.container);
+    r = ir::slice(g, r, ir::Dims(l.container.size(), 0), corner);
+  }
   r = ir::reshape(g, r, sorted_sizes);
   r = ir::transpose(g, r, permutation(l.order, l.real));
   // Re-insert size-1 dims, then broadcast the stride-0 ones.

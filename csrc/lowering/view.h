@@ -20,6 +20,9 @@ struct StridedView {
 // that views at different offsets share one compiled program.
 ir::Value read_strided(ir::Graph& g, ir::Value storage, const StridedView& view,
                        std::optional<ir::Value> dynamic_offset);
+// The same for a contiguous view of `sizes` at `offset`: a window, reshaped.
+ir::Value read_contiguous(ir::Graph& g, ir::Value storage, const ir::Shape& sizes, int64_t offset,
+                          std::optional<ir::Value> dynamic_offset);
 // Returns the new storage value with `update` (shape view.sizes) written
 // through the view. The view must not overlap itself.
 ir::Value write_strided(ir::Graph& g, ir::Value storage, ir::Value update, const StridedView& view,
