@@ -195,3 +195,29 @@ def test_a_cpu_fallback_inside_a_compiled_graph(allow_fallback):
     for i in range(2):
         x = torch.randn(3, 3, generator=torch.Generator().manual_seed(i))
         torch.testing.assert_close(compiled(x.to("tpu")).cpu(), f(x), rtol=1e-4, atol=1e-5)
+
+
+def test_write_back_of_cpu_inputs_downloads_once_per_dtype():
+    # Mutated CPU inputs (an optimizer's step counts) come back in one download
+    # per dtype, each value into its own tensor, whatever its shape and strides.
+    cpu = [torch.zeros(()), torch.zeros(()), torch.zeros(2, 3).t(), torch.zeros((), dtype=torch.int64),
+           torch.zeros(4, dtype=torch.int64)]
+    values = [torch.tensor(1.5), torch.tensor(-2.0), torch.arange(6.0).view(3, 2), torch.tensor(7),
+              torch.arange(4) + 10]
+    before = torch_tpu.metrics()["device_to_host_transfers"]
+    _compile._copy_to_cpu(list(zip(cpu, [v.to("tpu") for v in values])))
+    assert torch_tpu.metrics()["device_to_host_transfers"] - before == 2
+    for got, want in zip(cpu, values):
+        torch.testing.assert_close(got, want)
+
+
+def test_signature_tells_apart_what_a_sealed_program_depends_on():
+    x = torch.zeros(4, 6, device="tpu")
+    sig = _compile._signature
+    assert sig([x, 3, 0.5, None]) == sig([torch.ones(4, 6, device="tpu"), 3, 0.5, None])  # contents do not count
+    assert sig([x, torch.tensor(2.0)]) == sig([x, torch.tensor(5.0)])  # 0-d CPU tensors are inputs
+    different = [[x.t()], [x[1:]], [x.view(6, 4)], [x.to(torch.bfloat16)], [torch.zeros(5, 6, device="tpu")[:4]],
+                 [x, True], [x, 1], [x, 1.0], [x, 2], [x, torch.tensor(2)]]
+    signatures = [sig(args) for args in [[x], [x, False]] + different]
+    assert len(set(signatures)) == len(signatures)
+    assert sig([x, torch.zeros(3)]) is None and sig([x, object()]) is None

@@ -39,23 +39,31 @@ def _is_tpu(t):
     return isinstance(t, torch.Tensor) and t.device.type == "tpu"
 
 
+def _copy_to_cpu(pairs):
+    """cpu.copy_(tpu) for each (cpu, tpu) pair, with one download per dtype:
+    each download waits for the device, and an optimizer has a step counter
+    per parameter."""
+    import torch
+
+    by_dtype = {}
+    for cpu, value in pairs:
+        by_dtype.setdefault(value.dtype, []).append((cpu, value))
+    for group in by_dtype.values():
+        if len(group) == 1:
+            group[0][0].copy_(group[0][1])
+            continue
+        flat = torch.cat([value.reshape(-1) for _, value in group]).cpu()
+        for (cpu, value), part in zip(group, flat.split([v.numel() for _, v in group])):
+            cpu.copy_(part.view(value.shape))
+
+
 def _signature(args):
-    """What a sealed program depends on besides buffer contents."""
-    parts = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            if a.device.type == "tpu":
-                parts.append(("tpu", a.dtype, tuple(a.shape), a.stride(), a.storage_offset(),
-                              a.untyped_storage().nbytes()))
-            elif a.dim() == 0:
-                parts.append(("scalar", a.dtype))  # uploaded per call: a program input
-            else:
-                return None  # a CPU tensor operand: not sealable
-        elif isinstance(a, (int, float, bool)) or a is None:
-            parts.append(("value", a))
-        else:
-            return None
-    return tuple(parts)
+    """What a sealed program depends on besides buffer contents: each tpu
+    tensor's dtype, device and layout (shape, strides, offset, storage size),
+    the dtype of each 0-d CPU tensor (uploaded per call), the value of each
+    Python number; None when an argument cannot be sealed (a CPU tensor of
+    higher rank, another object). A tuple, so keys can be prepended."""
+    return _C._compile_signature(args)
 
 
 def _rng_state(device):
@@ -245,9 +253,7 @@ class CompiledGraph:
         if sealed is not None:
             position = {id(t): k for k, t in enumerate(inputs)}
             written = {position[id(args[i])] for i in uploads} & set(sealed[0].mutated_inputs)
-            for i, cpu in uploads.items():
-                if position[id(args[i])] in written:
-                    cpu.copy_(args[i])
+            _copy_to_cpu([(cpu, args[i]) for i, cpu in uploads.items() if position[id(args[i])] in written])
             return
         for i, cpu in uploads.items():  # run op by op: compare
             value = args[i].cpu()

@@ -58,6 +58,53 @@ py::dict metrics() {
   return out;
 }
 
+template <class T>
+void append_bytes(std::string& key, T value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+// What a sealed torch.compile program depends on besides buffer contents,
+// as bytes (see torch_tpu/_compile.py), or None when an argument cannot be
+// sealed. Built here since it runs on every compiled call, over every parameter.
+py::object compile_signature(const py::sequence& args) {
+  std::string key;
+  for (py::handle a : args) {
+    PyObject* o = a.ptr();
+    if (THPVariable_Check(o)) {
+      const at::Tensor& t = THPVariable_Unpack(o);
+      if (t.is_privateuseone()) {
+        key += 'T';
+        append_bytes(key, static_cast<int8_t>(t.scalar_type()));
+        append_bytes(key, static_cast<int8_t>(t.device().index()));
+        append_bytes(key, static_cast<int32_t>(t.dim()));
+        for (int64_t d : t.sizes()) append_bytes(key, d);
+        for (int64_t d : t.strides()) append_bytes(key, d);
+        append_bytes(key, t.storage_offset());
+        append_bytes(key, static_cast<int64_t>(t.storage().nbytes()));
+      } else if (t.dim() == 0) {
+        key += 'S';  // uploaded per call: a program input
+        append_bytes(key, static_cast<int8_t>(t.scalar_type()));
+      } else {
+        return py::none();  // a CPU tensor operand: not sealable
+      }
+    } else if (o == Py_None) {
+      key += 'N';
+    } else if (PyBool_Check(o)) {
+      key += o == Py_True ? "B1" : "B0";
+    } else if (PyLong_Check(o)) {
+      key += 'I';
+      key += py::str(a).cast<std::string>();
+      key += ';';
+    } else if (PyFloat_Check(o)) {
+      key += 'F';
+      append_bytes(key, PyFloat_AS_DOUBLE(o));
+    } else {
+      return py::none();
+    }
+  }
+  return py::make_tuple(py::bytes(key));
+}
+
 TpuGenerator& generator(int device) {
   return *at::check_generator<TpuGenerator>(default_generator(static_cast<c10::DeviceIndex>(device)));
 }
@@ -68,6 +115,7 @@ TpuGenerator& generator(int device) {
 PYBIND11_MODULE(_C, m) {
   using namespace tpu;
   m.doc() = "torch_tpu native core";
+  m.def("_compile_signature", &runtime::compile_signature);
   // Engine warnings become Python warnings (TORCH_WARN is buffered and raised
   // by the Python bindings when the op returns).
   engine::set_warning_handler([](const std::string& message) { TORCH_WARN("torch_tpu: ", message); });
