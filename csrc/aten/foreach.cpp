@@ -76,21 +76,6 @@ using Scalars = at::ArrayRef<c10::Scalar>;
 using Tensors = std::vector<at::Tensor>;
 using at::native::check_foreach_api_restrictions;
 
-// The device of the one-program path: every tensor of every list is a tpu
-// tensor on it. -1: some tensor is elsewhere (ATen's per-tensor kernel then
-// runs, or raises the per-tensor op's device error).
-int common_device(std::initializer_list<TL> lists) {
-  int device = -1;
-  for (TL list : lists)
-    for (const at::Tensor& t : list) {
-      if (!t.defined() || !t.is_privateuseone()) return -1;
-      int d = t.device().index();
-      if (device < 0) device = d;
-      else if (d != device) return -1;
-    }
-  return device;
-}
-
 // A foreach op's `Tensor other` scalar operand: 0-dim, a CPU scalar or a tpu
 // tensor on `device` (anything else goes to ATen, which raises).
 bool usable_scalar_tensor(const at::Tensor& t, int device) {

@@ -82,6 +82,18 @@ void ProgramBatch::run() {
 }
 ProgramBatch* ProgramBatch::active() { return current_batch; }
 
+int common_device(std::initializer_list<at::TensorList> lists) {
+  int device = -1;
+  for (at::TensorList list : lists)
+    for (const at::Tensor& t : list) {
+      if (!t.defined() || !t.is_privateuseone()) return -1;
+      int d = t.device().index();
+      if (device < 0) device = d;
+      else if (d != device) return -1;
+    }
+  return device;
+}
+
 c10::ScalarType float_type_for(c10::ScalarType t) {
   return c10::isFloatingType(t) || c10::isComplexType(t) ? t : c10::typeMetaToScalarType(c10::get_default_dtype());
 }

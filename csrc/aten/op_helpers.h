@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "aten/program.h"
@@ -53,6 +54,10 @@ class ProgramBatch {
 at::Tensor elementwise(const char* name, const std::vector<at::Tensor>& inputs, c10::ScalarType compute,
                        c10::ScalarType result, const Build& build, const at::Tensor* out = nullptr,
                        bool inplace = false);
+
+// The tpu device that every tensor of every list is on; -1 when some tensor
+// is undefined, not a tpu tensor, or on another tpu device.
+int common_device(std::initializer_list<at::TensorList> lists);
 
 // The default float dtype for integral inputs (true division, exp, ...);
 // floating and complex types are kept.

@@ -21,17 +21,15 @@ namespace {
 
 using TL = at::TensorList;
 
-// The device of every tensor in `lists` (all must be tpu tensors on one device).
+// The device of every tensor in `lists`, which must all be tpu tensors on one device.
 int list_device(const char* name, std::initializer_list<TL> lists) {
-  int device = -1;
+  int device = common_device(lists);
+  if (device >= 0) return device;
   for (TL list : lists)
-    for (const at::Tensor& t : list) {
+    for (const at::Tensor& t : list)
       TORCH_CHECK(t.defined() && t.is_privateuseone(), name, ": expected every tensor on a tpu device, got one on ",
                   t.defined() ? t.device().str() : std::string("(undefined)"));
-      TORCH_CHECK(device < 0 || t.device().index() == device, name, ": expected every tensor on one tpu device");
-      device = t.device().index();
-    }
-  return device;
+  TORCH_CHECK(false, name, ": expected every tensor on one tpu device");
 }
 
 // What grad_scale / found_inf make of a program's updates.
