@@ -217,7 +217,8 @@ def test_signature_tells_apart_what_a_sealed_program_depends_on():
     assert sig([x, 3, 0.5, None]) == sig([torch.ones(4, 6, device="tpu"), 3, 0.5, None])  # contents do not count
     assert sig([x, torch.tensor(2.0)]) == sig([x, torch.tensor(5.0)])  # 0-d CPU tensors are inputs
     different = [[x.t()], [x[1:]], [x.view(6, 4)], [x.to(torch.bfloat16)], [torch.zeros(5, 6, device="tpu")[:4]],
-                 [x, True], [x, 1], [x, 1.0], [x, 2], [x, torch.tensor(2)]]
+                 [x, True], [x, 1], [x, 1.0], [x, 2], [x, torch.tensor(2)], [x, 0.0], [x, -0.0], [x, 2 ** 70]]
     signatures = [sig(args) for args in [[x], [x, False]] + different]
     assert len(set(signatures)) == len(signatures)
+    assert sig([x, 2 ** 70]) == sig([x, 2 ** 70]) and sig([x, 3]) == sig([x, 3])
     assert sig([x, torch.zeros(3)]) is None and sig([x, object()]) is None

@@ -189,13 +189,25 @@ def test_strided_views_at_every_offset(mode):
 
     x = torch.arange(60.0)
     y = x.to("tpu")
-    layouts = [((3, 4), (5, 1)), ((2, 3, 2), (30, 2, 10)), ((4, 2, 3), (15, 3, 1)), ((2, 2), (1, 6))]
+    layouts = [((3, 4), (5, 1)), ((2, 3, 2), (30, 2, 10)), ((4, 2, 3), (15, 3, 1)), ((2, 2), (1, 6)),
+               ((3, 1, 4), (5, 7, 1)), ((2, 3), (0, 4))]
+    views = [(x, y, layout) for layout in layouts]
+    views.append((x.view(torch.int16), y.view(torch.int16), ((5, 6), (12, 2))))  # a storage of another dtype
+
+    def programs():
+        m = torch_tpu.metrics()
+        return m["compiles"] + m["disk_cache_hits"]
+
     with torch_tpu.eager_mode(mode):
-        for size, stride in layouts:
-            last = sum((n - 1) * st for n, st in zip(size, stride))
-            for offset in range(0, 60 - last):
-                expected = x.as_strided(size, stride, offset) * 2
-                assert_close((y.as_strided(size, stride, offset) * 2).cpu(), expected)
+        for sweep in range(2):
+            before = programs()
+            for base, on_tpu, (size, stride) in views:
+                last = sum((n - 1) * st for n, st in zip(size, stride))
+                for offset in range(0, base.numel() - last):
+                    expected = base.as_strided(size, stride, offset) * 2
+                    assert_close((on_tpu.as_strided(size, stride, offset) * 2).cpu(), expected)
+            # Per layout, offset 0, the box and the padded window: not one program per offset.
+            assert programs() - before <= (3 * len(views) if sweep == 0 else 0)
         # Attention heads split off a fused qkv projection, as in the GPT workload.
         qkv = torch.randn(2, 8, 12)
         heads = [z.view(2, 8, 2, 2).transpose(1, 2) for z in qkv.to("tpu").split(4, dim=2)]

@@ -120,6 +120,7 @@ std::vector<Value> Graph::append(const Graph& other, const std::vector<Value>& a
 }
 
 std::vector<Value> Graph::append(Graph&& other, const std::vector<Value>& arguments) {
+  if (&other == this) throw std::logic_error("ir: a graph cannot append itself");
   if (arguments.size() != other.num_parameters_) throw std::logic_error("ir: append needs one value per parameter");
   std::vector<Value> mapped;
   mapped.reserve(other.nodes_.size());

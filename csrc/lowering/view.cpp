@@ -114,9 +114,14 @@ std::vector<Value> box_start(ir::Graph& g, const StorageBox& box, Value offset) 
   std::vector<Value> start;
   Value rest = offset;
   for (int64_t stride : box.strides) {
+    if (stride == 1) {  // takes the rest: dims after it (size 1) start at 0
+      start.push_back(rest);
+      rest = ir::constant_int(g, ir::DType::S64, 0);
+      continue;
+    }
     Value s = ir::constant_int(g, ir::DType::S64, stride);
-    start.push_back(stride == 1 ? rest : ir::binary(g, "stablehlo.divide", rest, s));
-    if (stride != 1) rest = ir::binary(g, "stablehlo.remainder", rest, s);
+    start.push_back(ir::binary(g, "stablehlo.divide", rest, s));
+    rest = ir::binary(g, "stablehlo.remainder", rest, s);
   }
   return start;
 }

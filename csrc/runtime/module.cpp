@@ -92,9 +92,19 @@ py::object compile_signature(const py::sequence& args) {
     } else if (PyBool_Check(o)) {
       key += o == Py_True ? "B1" : "B0";
     } else if (PyLong_Check(o)) {
-      key += 'I';
-      key += py::str(a).cast<std::string>();
-      key += ';';
+      // The value, not str(): an int subclass may print itself otherwise.
+      int overflow = 0;
+      long long value = PyLong_AsLongLongAndOverflow(o, &overflow);
+      if (overflow == 0) {
+        key += 'I';
+        append_bytes(key, value);
+      } else {
+        py::object digits = py::reinterpret_steal<py::object>(PyLong_Type.tp_repr(o));
+        if (!digits) throw py::error_already_set();
+        key += 'L';
+        key += digits.cast<std::string>();
+        key += ';';
+      }
     } else if (PyFloat_Check(o)) {
       key += 'F';
       append_bytes(key, PyFloat_AS_DOUBLE(o));
