@@ -43,8 +43,6 @@ def _copy_to_cpu(pairs):
     """cpu.copy_(tpu) for each (cpu, tpu) pair, with one download per dtype:
     each download waits for the device, and an optimizer has a step counter
     per parameter."""
-    import torch
-
     by_dtype = {}
     for cpu, value in pairs:
         by_dtype.setdefault(value.dtype, []).append((cpu, value))

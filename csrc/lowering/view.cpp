@@ -59,18 +59,18 @@ Value offset_value(ir::Graph& g, const StridedView& v, std::optional<Value> dyna
   return dynamic_offset ? *dynamic_offset : ir::constant_int(g, ir::DType::S64, v.offset);
 }
 
+// The storage elements [offset, offset + span); the offset is `dynamic_offset`
+// when given (ir::slice returns the storage itself when that is all of it).
+Value storage_span(ir::Graph& g, Value storage, int64_t offset, int64_t span, std::optional<Value> dynamic_offset) {
+  if (dynamic_offset) return ir::dynamic_slice(g, storage, {*dynamic_offset}, {span});
+  return ir::slice(g, storage, {offset}, {offset + span});
+}
+
 // The storage elements [offset, offset + span), padded to `total`.
 Value window(ir::Graph& g, Value storage, const StridedView& v, const Layout& l,
              std::optional<Value> dynamic_offset, bool* whole) {
-  int64_t n = g.type(storage).shape[0];
-  *whole = !dynamic_offset && v.offset == 0 && l.span == n;
-  Value w = storage;
-  if (!*whole) {
-    if (dynamic_offset)
-      w = ir::dynamic_slice(g, storage, {*dynamic_offset}, {l.span});
-    else
-      w = ir::slice(g, storage, {v.offset}, {v.offset + l.span});
-  }
+  *whole = !dynamic_offset && v.offset == 0 && l.span == g.type(storage).shape[0];
+  Value w = storage_span(g, storage, v.offset, l.span, dynamic_offset);
   if (l.total > l.span)
     w = ir::pad(g, w, ir::constant(g, g.type(storage).dtype, 0), {0}, {l.total - l.span});
   return w;
@@ -158,12 +158,7 @@ Value read_contiguous(ir::Graph& g, Value storage, const ir::Shape& sizes, int64
                       std::optional<Value> dynamic_offset) {
   int64_t n = ir::numel(sizes);
   if (n == 0) return ir::full(g, g.type(storage).dtype, 0, sizes);
-  Value w = storage;
-  if (dynamic_offset)
-    w = ir::dynamic_slice(g, storage, {*dynamic_offset}, {n});
-  else if (offset != 0 || n != g.type(storage).shape[0])
-    w = ir::slice(g, storage, {offset}, {offset + n});
-  return ir::reshape(g, w, sizes);
+  return ir::reshape(g, storage_span(g, storage, offset, n, dynamic_offset), sizes);
 }
 
 Value read_strided(ir::Graph& g, Value storage, const StridedView& v, std::optional<Value> dynamic_offset) {
