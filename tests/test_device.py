@@ -1,4 +1,5 @@
 """The tpu device through PyTorch's own device APIs."""
+import os
 import subprocess
 import sys
 
@@ -79,7 +80,7 @@ def test_manual_seed_and_generator_state():
 
 def test_memory_stats_track_device_buffers():
     # Bytes of device buffers: a tensor from torch.empty holds none until written.
-    torch.zeros(1, device="tpu")  # warms the cached scalar 0
+    torch.empty(1, device="tpu").fill_(0)  # warms the cached scalar 0 that fill_ uploads
     torch.tpu.synchronize()
     before = torch.tpu.memory_allocated()
     torch.tpu.reset_peak_memory_stats()
@@ -144,3 +145,36 @@ def test_plugin_info():
     assert info["platform"] == "cpu"
     major, minor = map(int, info["api_version"].split("."))
     assert major == 0 and minor >= 50
+
+
+def _cpu_plugin_in_use():
+    from torch_tpu import _plugin
+
+    path, _ = _plugin.resolve()
+    return bool(path) and _plugin.is_cpu_plugin(path)
+
+
+@pytest.mark.skipif(not _cpu_plugin_in_use(), reason="TORCH_TPU_CPU_DEVICES configures the XLA:CPU plugin")
+def test_cpu_plugin_device_count_follows_the_variable():
+    code = (
+        "import torch\n"
+        "x = torch.ones(2, device='tpu:2')\n"
+        "print(torch.tpu.device_count(), (x * 2).cpu().tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TORCH_TPU_CPU_DEVICES="3"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "3 [2.0, 2.0]"
+    # the plugin's INFO line about the device count does not reach the user
+    assert "cpu_device_count" not in out.stderr, out.stderr[-2000:]
+
+
+@pytest.mark.skipif(not _cpu_plugin_in_use(), reason="TORCH_TPU_CPU_DEVICES configures the XLA:CPU plugin")
+@pytest.mark.parametrize("value", ["zero", "0", "-2"])
+def test_cpu_plugin_device_count_rejects_a_bad_value_with_a_warning(value):
+    code = "import torch\nprint(torch.tpu.device_count())\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TORCH_TPU_CPU_DEVICES=value))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert 2 <= int(out.stdout.strip()) <= 4
+    assert "TORCH_TPU_CPU_DEVICES" in out.stderr and "not a positive integer" in out.stderr

@@ -12,7 +12,8 @@ from . import _plugin
 from . import _C
 
 torch.utils.rename_privateuse1_backend("tpu")
-_C._set_plugin_path(*_plugin.resolve())
+_plugin_path, _selected_by = _plugin.resolve()
+_C._set_plugin_path(_plugin_path, _selected_by, sorted(_plugin.client_options(_plugin_path).items()))
 
 from . import tpu  # noqa: E402
 

@@ -1,13 +1,16 @@
 """Which PJRT plugin to run on: TORCH_TPU_PLUGIN=cpu|cuda|tpu|/path/to/plugin.so.
 
 Without the variable: libtpu when a TPU is attached, else the XLA:CPU plugin.
-Only paths are resolved here; the plugin is loaded on first device use.
+Only paths and client options are resolved here; the plugin is loaded on first
+device use.
 """
 import glob
 import importlib.util
 import os
+import warnings
 
 ENV = "TORCH_TPU_PLUGIN"
+CPU_DEVICES_ENV = "TORCH_TPU_CPU_DEVICES"
 
 
 def _package_dir(name):
@@ -52,6 +55,44 @@ def tpu_attached():
 
 _FINDERS = {"cpu": cpu_plugin, "tpu": tpu_plugin, "cuda": cuda_plugin, "gpu": cuda_plugin}
 _PACKAGES = {"cpu": "xla-cpu-pjrt", "tpu": "libtpu", "cuda": "jax-cuda13-pjrt", "gpu": "jax-cuda13-pjrt"}
+
+
+def is_cpu_plugin(path):
+    return os.path.basename(path).startswith("xla_cpu_pjrt")
+
+
+def cpu_device_count():
+    """How many devices the XLA:CPU plugin exposes: TORCH_TPU_CPU_DEVICES, else the
+    usable cores clamped to 2..4.
+
+    The plugin sizes its worker pools to max(cores, devices); its own default of 4
+    devices oversubscribes a 2-core machine, and the spare workers then spin and
+    steal the cores the host needs to record ops. Two devices at least keep the
+    multi-device paths (tpu:1) available on any machine."""
+    value = os.environ.get(CPU_DEVICES_ENV, "").strip()
+    if value:
+        try:
+            count = int(value)
+            if count >= 1:
+                return count
+        except ValueError:
+            pass
+        warnings.warn("%s=%r is not a positive integer; using the default" % (CPU_DEVICES_ENV, value))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return min(4, max(2, cores))
+
+
+def client_options(path):
+    """PJRT_Client_Create options for the plugin at `path`: {name: int}."""
+    if path and is_cpu_plugin(path):
+        # The plugin logs its device count at INFO level on creation; XLA's INFO
+        # lines are noise to a PyTorch user. An explicit setting is respected.
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+        return {"cpu_device_count": cpu_device_count()}
+    return {}
 
 
 def resolve():

@@ -13,6 +13,7 @@ namespace {
 std::mutex g_init_mutex;
 std::string g_plugin_path;
 std::string g_selected_by = "TORCH_TPU_PLUGIN";
+std::vector<pjrt::CreateOption> g_create_options;
 Runtime* g_runtime = nullptr;
 std::string g_init_error;
 std::mutex g_cache_dir_mutex;
@@ -115,11 +116,13 @@ std::string Runtime::plugin_identity() const {
          " options portable-1x1" + flags_in_effect();
 }
 
-void Runtime::set_plugin_path(const std::string& path, const std::string& selected_by) {
+void Runtime::set_plugin_path(const std::string& path, const std::string& selected_by,
+                              const std::vector<pjrt::CreateOption>& options) {
   std::lock_guard<std::mutex> lock(g_init_mutex);
   if (g_runtime != nullptr) return;  // already running on a plugin
   g_plugin_path = path;
   g_selected_by = selected_by;
+  g_create_options = options;
   g_init_error.clear();
 }
 
@@ -140,7 +143,7 @@ Runtime& Runtime::get() {
   }
   try {
     auto plugin = pjrt::Plugin::load(g_plugin_path);
-    auto client = pjrt::Client::create(plugin);
+    auto client = pjrt::Client::create(plugin, g_create_options);
     if (client->devices().empty()) throw pjrt::Error("the plugin reports no addressable devices", 5);
     // Leaked on purpose: PJRT plugins do not tolerate teardown during interpreter exit.
     g_runtime = new Runtime(std::move(client));

@@ -48,7 +48,9 @@ class Runtime {
   // to set_plugin_path(). Throws pjrt::Error if the plugin cannot be used.
   static Runtime& get();
   static bool initialized();
-  static void set_plugin_path(const std::string& path, const std::string& selected_by);
+  // `options` are passed to PJRT_Client_Create (see torch_tpu/_plugin.py).
+  static void set_plugin_path(const std::string& path, const std::string& selected_by,
+                              const std::vector<pjrt::CreateOption>& options = {});
   // Directory of the on-disk compilation cache; empty disables it.
   static void set_cache_dir(const std::string& directory);
   static std::string cache_dir();

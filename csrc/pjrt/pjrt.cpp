@@ -278,10 +278,21 @@ std::string Executable::serialize() const {
 
 // ---------------------------------------------------------------- Client
 
-std::unique_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin) {
+std::unique_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin, const std::vector<CreateOption>& options) {
   const PJRT_Api* api = plugin->api();
+  std::vector<PJRT_NamedValue> named(options.size());
+  for (size_t i = 0; i < options.size(); ++i) {
+    named[i].struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    named[i].name = options[i].first.c_str();
+    named[i].name_size = options[i].first.size();
+    named[i].type = PJRT_NamedValue_kInt64;
+    named[i].int64_value = options[i].second;
+    named[i].value_size = 1;
+  }
   PJRT_Client_Create_Args args{};
   args.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
+  args.create_options = named.data();
+  args.num_options = named.size();
   check(api, api->PJRT_Client_Create(&args), "PJRT_Client_Create");
   return std::unique_ptr<Client>(new Client(std::move(plugin), args.client));
 }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct PJRT_Api;
@@ -117,9 +118,14 @@ struct DeviceInfo {
   std::string kind;
 };
 
+// A PJRT_Client_Create option the plugin understands (an int64 value: the
+// only kind torch_tpu passes, e.g. the XLA:CPU plugin's "cpu_device_count").
+using CreateOption = std::pair<std::string, int64_t>;
+
 class Client {
  public:
-  static std::unique_ptr<Client> create(std::shared_ptr<Plugin> plugin);
+  static std::unique_ptr<Client> create(std::shared_ptr<Plugin> plugin,
+                                        const std::vector<CreateOption>& options = {});
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

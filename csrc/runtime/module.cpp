@@ -194,7 +194,8 @@ PYBIND11_MODULE(_C, m) {
                            : reason == "optimizer_step" ? aten::Cut::OptimizerStep
                                                         : aten::Cut::DataRead);
   });
-  m.def("_set_plugin_path", &engine::Runtime::set_plugin_path, py::arg("path"), py::arg("selected_by"));
+  m.def("_set_plugin_path", &engine::Runtime::set_plugin_path, py::arg("path"), py::arg("selected_by"),
+        py::arg("options") = std::vector<pjrt::CreateOption>{});
   m.def("_is_initialized", &engine::Runtime::initialized);
   m.def("_init", [] {
     auto& rt = runtime::runtime_or_throw();
