@@ -1,6 +1,7 @@
 #include "aten/program.h"
 
 #include <ATen/MemoryOverlap.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include <cstdio>
@@ -170,6 +171,25 @@ std::string Program::operands() const {
   }
   if (num_operands_ > operands_.size()) s += ", ... (" + std::to_string(num_operands_) + " operands)";
   return s;
+}
+
+at::Tensor scalar_to_device(const at::Tensor& scalar, int device) {
+  TORCH_CHECK(scalar.device().is_cpu() && scalar.dim() == 0, "torch_tpu: scalar_to_device takes a 0-dim CPU tensor, got ",
+              scalar.device(), " tensor of shape ", scalar.sizes());
+  ir::DType dtype = lowering::to_ir(scalar.scalar_type());
+  at::Tensor contiguous = scalar.resolve_conj().resolve_neg().contiguous();
+  engine::BufferRef buffer = scalar_cache().get(device, dtype, contiguous.const_data_ptr());
+  c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
+  c10::DeviceGuard guard(where);
+  size_t nbytes = scalar.element_size();
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, tpu_allocator()->allocate(nbytes), tpu_allocator(),
+                       /*resizable=*/true);
+  set_buffer(storage_value(storage), std::move(buffer), dtype);
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
+                                                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                          scalar.dtype());
+  t.unsafeGetTensorImpl()->set_sizes_contiguous({});
+  return t;
 }
 
 Program::Program(const char* op_name, int device) : op_name_(op_name), device_(device) {}

@@ -98,6 +98,12 @@ class Program {
 // TORCH_TPU_LOG_OPS=1: each launch is logged to stderr (op, operands, cache, time).
 bool log_ops_enabled();
 
+// A tpu copy of the 0-dim CPU tensor `scalar` whose buffer comes from the scalar
+// buffer cache: equal values (a compiled optimizer step's step counts) share one
+// upload. Safe to write: a write gives the storage a new buffer, and a shared
+// buffer is never donated.
+at::Tensor scalar_to_device(const at::Tensor& scalar, int device);
+
 // Whether `t` is its whole storage, contiguous from offset 0: writing it needs
 // no old storage content.
 bool covers_whole_storage(const at::Tensor& t);

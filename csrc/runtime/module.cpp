@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include "aten/fusion.h"
+#include "aten/program.h"
 #include "aten/storage.h"
 #include "engine/metrics.h"
 #include "engine/runtime.h"
@@ -194,6 +195,7 @@ PYBIND11_MODULE(_C, m) {
                            : reason == "optimizer_step" ? aten::Cut::OptimizerStep
                                                         : aten::Cut::DataRead);
   });
+  m.def("_scalar_to_device", &aten::scalar_to_device, py::arg("scalar"), py::arg("device"));
   m.def("_set_plugin_path", &engine::Runtime::set_plugin_path, py::arg("path"), py::arg("selected_by"),
         py::arg("options") = std::vector<pjrt::CreateOption>{});
   m.def("_is_initialized", &engine::Runtime::initialized);
