@@ -81,8 +81,9 @@ def test_whole_training_step_matches_cpu(optimizer):
         uploads = torch_tpu.metrics()["host_to_device_transfers"] - uploads
         torch.testing.assert_close(got.cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
         if optimizer == "adamw" and i == 3:
-            # the parameters' equal step counts travel as one upload
-            assert uploads == 1, uploads
+            # the parameters' equal step counts travel as one upload (none when an
+            # earlier test left that value in the scalar cache)
+            assert uploads <= 1, uploads
     for p_cpu, p_tpu in zip(cpu_model.parameters(), tpu_model.parameters()):
         torch.testing.assert_close(p_tpu.cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5)
     if optimizer == "adamw":
@@ -223,9 +224,11 @@ def test_scalars_sharing_an_upload_stay_independent(mode):
     # must give it a buffer of its own.
     with torch_tpu.eager_mode(mode):
         for value in [torch.tensor(3.0), torch.tensor(7, dtype=torch.int64), torch.tensor(True),
-                      torch.tensor(2.0, dtype=torch.float64).neg()._neg_view()]:
+                      torch.tensor(2.0, dtype=torch.float64).neg()._neg_view(), torch.tensor(1 + 2j).conj()]:
             a = _C._scalar_to_device(value, 0)
+            uploads = torch_tpu.metrics()["host_to_device_transfers"]
             b = _C._scalar_to_device(value, 0)
+            assert torch_tpu.metrics()["host_to_device_transfers"] == uploads  # b shares a's buffer
             assert a.device == torch.device("tpu", 0) and a.shape == () and a.dtype == value.dtype
             a.add_(1) if value.dtype != torch.bool else a.logical_not_()
             expected = value.clone()

@@ -161,8 +161,9 @@ def test_cpu_plugin_device_count_follows_the_variable():
         "x = torch.ones(2, device='tpu:2')\n"
         "print(torch.tpu.device_count(), (x * 2).cpu().tolist())\n"
     )
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, TORCH_TPU_CPU_DEVICES="3"))
+                         env=dict(env, TORCH_TPU_CPU_DEVICES="3"))
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "3 [2.0, 2.0]"
     # the plugin's INFO line about the device count does not reach the user
@@ -174,7 +175,17 @@ def test_cpu_plugin_device_count_follows_the_variable():
 def test_cpu_plugin_device_count_rejects_a_bad_value_with_a_warning(value):
     code = "import torch\nprint(torch.tpu.device_count())\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, TORCH_TPU_CPU_DEVICES=value))
+                         env=dict(os.environ, TORCH_TPU_CPU_DEVICES=value, PYTHONWARNINGS="default"))
     assert out.returncode == 0, out.stderr[-2000:]
     assert 2 <= int(out.stdout.strip()) <= 4
     assert "TORCH_TPU_CPU_DEVICES" in out.stderr and "not a positive integer" in out.stderr
+
+
+@pytest.mark.skipif(not _cpu_plugin_in_use(), reason="TORCH_TPU_CPU_DEVICES configures the XLA:CPU plugin")
+def test_cpu_plugin_device_count_is_capped_at_the_supported_maximum():
+    code = "import torch\nprint(torch.tpu.device_count(), torch.ones(1, device='tpu:63').cpu().item())\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TORCH_TPU_CPU_DEVICES="99999999999999999999999", PYTHONWARNINGS="default"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "64 1.0"
+    assert "at most 64 devices" in out.stderr

@@ -229,9 +229,10 @@ class CompiledGraph:
             for i, a in enumerate(args):
                 if isinstance(a, torch.Tensor) and a.device.type == "cpu":
                     uploads[i] = a
-                    # Equal scalars (every parameter's step count) share one upload.
-                    args[i] = _C._scalar_to_device(a, device) if a.dim() == 0 else \
-                        a.to(torch.device("tpu", device))
+                    # Equal scalars (every parameter's step count) share one upload;
+                    # complex32 has no scalar buffer form and goes the general way.
+                    args[i] = a.to(torch.device("tpu", device)) if a.dtype == torch.complex32 else \
+                        _C._scalar_to_device(a, device)
         if signature is None or signature in self.op_by_op:
             return self._run_fused(fn, args)
         inputs = [a for a in args if isinstance(a, torch.Tensor)]

@@ -11,6 +11,7 @@ import warnings
 
 ENV = "TORCH_TPU_PLUGIN"
 CPU_DEVICES_ENV = "TORCH_TPU_CPU_DEVICES"
+MAX_DEVICES = 64  # kMaxDevices in csrc/engine/runtime.h
 
 
 def _package_dir(name):
@@ -73,10 +74,14 @@ def cpu_device_count():
     if value:
         try:
             count = int(value)
-            if count >= 1:
-                return count
         except ValueError:
-            pass
+            count = 0
+        if count > MAX_DEVICES:
+            warnings.warn("%s=%s: torch_tpu supports at most %d devices; using %d"
+                          % (CPU_DEVICES_ENV, value, MAX_DEVICES, MAX_DEVICES))
+            return MAX_DEVICES
+        if count >= 1:
+            return count
         warnings.warn("%s=%r is not a positive integer; using the default" % (CPU_DEVICES_ENV, value))
     try:
         cores = len(os.sched_getaffinity(0))
@@ -92,6 +97,9 @@ def client_options(path):
         # lines are noise to a PyTorch user. An explicit setting is respected.
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         return {"cpu_device_count": cpu_device_count()}
+    if os.environ.get(CPU_DEVICES_ENV, "").strip():
+        warnings.warn("%s is set but ignored: it configures the XLA:CPU plugin, and the plugin in use is %s"
+                      % (CPU_DEVICES_ENV, path or "none"))
     return {}
 
 

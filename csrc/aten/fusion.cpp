@@ -335,8 +335,8 @@ std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const s
   p.reset();  // the captured storages get their values from the first run below
   program->plain_graph_ = program->graph_;
   // A mutated input's old buffer goes to its new value: optimizer state is never held twice.
-  // Not a scalar's: it saves nothing, and a scalar's buffer may be shared (see
-  // scalar_to_device), which would keep the whole program from donating.
+  // Not a 1-element input's: it saves nothing, and a scalar's buffer may be shared
+  // (see scalar_to_device), which would keep the whole program from donating.
   for (auto [k, result] : program->mutated_inputs_)
     for (size_t position = 0; position < parameters.size(); ++position)
       if (parameters[position].input == k && ir::numel(parameters[position].type.shape) > 1 &&

@@ -16,6 +16,7 @@
 #include "lowering/elementwise.h"
 #include "lowering/types.h"
 #include "lowering/view.h"
+#include "runtime/device.h"
 
 namespace tpu::aten {
 namespace {
@@ -24,15 +25,17 @@ namespace {
 // rate) repeat, and an upload costs more than a lookup.
 class ScalarBufferCache {
  public:
-  engine::BufferRef get(int device, ir::DType dtype, const void* bytes) {
+  // `as_storage`: shaped [1], as a tensor's storage is, not 0-dim as a program's
+  // scalar parameter is (plugins that check shapes tell the two apart).
+  engine::BufferRef get(int device, ir::DType dtype, const void* bytes, bool as_storage = false) {
     uint64_t bits[2] = {0, 0};  // complex128 scalars take 16 bytes
     std::memcpy(bits, bytes, ir::byte_width(dtype));
-    Key key{device, dtype, bits[0], bits[1]};
+    Key key{device, dtype, as_storage, bits[0], bits[1]};
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = map_.find(key);
     if (it != map_.end()) return it->second;
     if (map_.size() >= 4096) map_.clear();
-    auto buffer = engine::Runtime::get().upload(bytes, dtype, {}, device);
+    auto buffer = engine::Runtime::get().upload(bytes, dtype, as_storage ? ir::Shape{1} : ir::Shape{}, device);
     map_.emplace(key, buffer);
     return buffer;
   }
@@ -41,14 +44,16 @@ class ScalarBufferCache {
   struct Key {
     int device;
     ir::DType dtype;
+    bool as_storage;
     uint64_t bits, high_bits;
     bool operator==(const Key& o) const {
-      return device == o.device && dtype == o.dtype && bits == o.bits && high_bits == o.high_bits;
+      return device == o.device && dtype == o.dtype && as_storage == o.as_storage && bits == o.bits &&
+             high_bits == o.high_bits;
     }
   };
   struct Hash {
     size_t operator()(const Key& k) const {
-      return std::hash<uint64_t>()(k.bits) ^ (std::hash<uint64_t>()(k.high_bits) * 31) ^ (static_cast<size_t>(k.dtype) << 48) ^ (size_t(k.device) << 56);
+      return std::hash<uint64_t>()(k.bits) ^ (std::hash<uint64_t>()(k.high_bits) * 31) ^ (static_cast<size_t>(k.dtype) << 48) ^ (size_t(k.device) << 56) ^ (size_t(k.as_storage) << 47);
     }
   };
   std::mutex mutex_;
@@ -176,9 +181,11 @@ std::string Program::operands() const {
 at::Tensor scalar_to_device(const at::Tensor& scalar, int device) {
   TORCH_CHECK(scalar.device().is_cpu() && scalar.dim() == 0, "torch_tpu: scalar_to_device takes a 0-dim CPU tensor, got ",
               scalar.device(), " tensor of shape ", scalar.sizes());
+  std::string unsupported = lowering::unsupported_dtype_reason(runtime::platform_name(), scalar.scalar_type());
+  TORCH_CHECK_TYPE(unsupported.empty(), "torch_tpu: ", unsupported);
   ir::DType dtype = lowering::to_ir(scalar.scalar_type());
   at::Tensor contiguous = scalar.resolve_conj().resolve_neg().contiguous();
-  engine::BufferRef buffer = scalar_cache().get(device, dtype, contiguous.const_data_ptr());
+  engine::BufferRef buffer = scalar_cache().get(device, dtype, contiguous.const_data_ptr(), /*as_storage=*/true);
   c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
   c10::DeviceGuard guard(where);
   size_t nbytes = scalar.element_size();

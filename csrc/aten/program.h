@@ -100,8 +100,8 @@ bool log_ops_enabled();
 
 // A tpu copy of the 0-dim CPU tensor `scalar` whose buffer comes from the scalar
 // buffer cache: equal values (a compiled optimizer step's step counts) share one
-// upload. Safe to write: a write gives the storage a new buffer, and a shared
-// buffer is never donated.
+// upload. Safe to write: a write gives the storage a new buffer, and every
+// donation first checks that nothing else (here: the cache) holds the buffer.
 at::Tensor scalar_to_device(const at::Tensor& scalar, int device);
 
 // Whether `t` is its whole storage, contiguous from offset 0: writing it needs
