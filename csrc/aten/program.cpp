@@ -1,7 +1,7 @@
 #include "aten/program.h"
 
 #include <ATen/MemoryOverlap.h>
-#include <c10/core/DeviceGuard.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <cstdio>
@@ -16,7 +16,6 @@
 #include "lowering/elementwise.h"
 #include "lowering/types.h"
 #include "lowering/view.h"
-#include "runtime/device.h"
 
 namespace tpu::aten {
 namespace {
@@ -181,21 +180,13 @@ std::string Program::operands() const {
 at::Tensor scalar_to_device(const at::Tensor& scalar, int device) {
   TORCH_CHECK(scalar.device().is_cpu() && scalar.dim() == 0, "torch_tpu: scalar_to_device takes a 0-dim CPU tensor, got ",
               scalar.device(), " tensor of shape ", scalar.sizes());
-  std::string unsupported = lowering::unsupported_dtype_reason(runtime::platform_name(), scalar.scalar_type());
-  TORCH_CHECK_TYPE(unsupported.empty(), "torch_tpu: ", unsupported);
+  // A tpu tensor with no buffer yet; creating it checks the dtype against the platform.
+  at::Tensor t = at::empty({}, at::TensorOptions().dtype(scalar.scalar_type()).device(
+                                   c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
   ir::DType dtype = lowering::to_ir(scalar.scalar_type());
   at::Tensor contiguous = scalar.resolve_conj().resolve_neg().contiguous();
-  engine::BufferRef buffer = scalar_cache().get(device, dtype, contiguous.const_data_ptr(), /*as_storage=*/true);
-  c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
-  c10::DeviceGuard guard(where);
-  size_t nbytes = scalar.element_size();
-  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, tpu_allocator()->allocate(nbytes), tpu_allocator(),
-                       /*resizable=*/true);
-  set_buffer(storage_value(storage), std::move(buffer), dtype);
-  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
-                                                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                                          scalar.dtype());
-  t.unsafeGetTensorImpl()->set_sizes_contiguous({});
+  set_buffer(storage_value(t.storage()),
+             scalar_cache().get(device, dtype, contiguous.const_data_ptr(), /*as_storage=*/true), dtype);
   return t;
 }
 
