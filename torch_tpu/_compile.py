@@ -8,6 +8,12 @@ layouts bind the input buffers and launch that program directly, with no
 per-op dispatch. A graph that reads data, falls back to the CPU or draws
 random numbers while being captured cannot be sealed: it runs op by op in
 fused mode on every call instead (counted in metrics as compile_eager_graphs).
+
+Ops that work on CPU tensors alone (an optimizer's step counts and the bias
+corrections made from them) run on the host before the program, as inductor
+runs them in C++: the program gets their 0-d results as inputs and the step
+counts never have to come back from the device, which would make every step
+wait for its device work to finish.
 """
 import importlib.abc
 import importlib.util
@@ -72,7 +78,7 @@ class CompiledGraph:
     """One AOTAutograd graph (forward, backward or inference) on tpu."""
 
     def __init__(self, gm, forward=None):
-        self.gm = gm
+        self.host, self.gm = HostPrelude.split(gm)
         self.programs = {}   # signature -> (sealed program, output layout)
         self.op_by_op = set()  # signatures that could not be sealed
         self.forward = forward    # a backward graph's forward graph: it hands over padded tensors
@@ -108,6 +114,8 @@ class CompiledGraph:
         return self._plan
 
     def __call__(self, *args):
+        if self.host is not None:
+            args = self.host.run(args)
         if _buckets.policy().enabled:
             plan = self.plan()
             if plan.supported:
@@ -303,6 +311,95 @@ class CompiledGraph:
         if kind in (list, tuple):
             return kind(flat)
         return flat[0]
+
+
+class HostPrelude:
+    """The ops of a graph that read only CPU inputs and produce CPU values, split
+    off to run on the host first. The rest of the graph (the device part) takes
+    their results as trailing inputs in place of the CPU inputs it no longer reads."""
+
+    def __init__(self, gm, host_inputs, kept_inputs):
+        self.gm = gm
+        self.host_inputs = host_inputs  # positions of the CPU inputs the host part reads
+        self.kept_inputs = kept_inputs  # positions of the inputs the device part still reads
+
+    def run(self, args):
+        results = self.gm(*[args[i] for i in self.host_inputs])
+        return [args[i] for i in self.kept_inputs] + list(results)
+
+    @staticmethod
+    def split(gm):
+        """(HostPrelude or None, device graph). No split when nothing qualifies, or
+        when it could change results: a host value that is not a 0-d tensor would
+        make the device part unsealable, a value that the graph returns is not the
+        device part's to return, and an input that the host part writes must not be
+        read by the device part (it would see the new value, not the old)."""
+        nodes = list(gm.graph.nodes)
+        placeholders = [n for n in nodes if n.op == "placeholder"]
+        cpu_inputs = {n for n in placeholders if _cpu_valued(n)}
+        if not cpu_inputs:
+            return None, gm
+        host = set()
+        for n in nodes:
+            if n.op == "call_function" and _cpu_valued(n) and \
+                    all(a in host or a in cpu_inputs for a in n.all_input_nodes):
+                host.add(n)
+        crossing = [n for n in nodes if n in host and any(u not in host for u in n.users)]
+        written = {a for n in host for a in _written_inputs(n)}
+        if not crossing or any(u.op == "output" for n in crossing for u in n.users) or \
+                any(not isinstance(n.meta["val"], torch.Tensor) or n.meta["val"].dim() != 0 for n in crossing) or \
+                any(u not in host for p in written for u in p.users):
+            return None, gm
+
+        host_graph = torch.fx.Graph()
+        env, host_inputs = {}, []
+        for i, p in enumerate(placeholders):
+            if any(u in host for u in p.users):
+                env[p] = host_graph.placeholder(p.name)
+                env[p].meta = dict(p.meta)
+                host_inputs.append(i)
+        for n in nodes:
+            if n in host:
+                env[n] = host_graph.node_copy(n, lambda a: env[a])
+        host_graph.output(tuple(env[n] for n in crossing))
+
+        graph = gm.graph
+        with graph.inserting_after(placeholders[-1]):
+            for n in reversed(crossing):
+                replacement = graph.placeholder(n.name + "_from_host")
+                replacement.meta = dict(n.meta)
+                n.replace_all_uses_with(replacement)
+        for n in reversed(nodes):
+            if n in host:
+                graph.erase_node(n)
+        kept_inputs = [i for i, p in enumerate(placeholders) if p.users or p not in cpu_inputs]
+        for i, p in enumerate(placeholders):
+            if i not in kept_inputs:
+                graph.erase_node(p)
+        graph.lint()
+        gm.recompile()
+        return HostPrelude(torch.fx.GraphModule(gm, host_graph), host_inputs, kept_inputs), gm
+
+
+def _cpu_valued(node):
+    """Whether a node's value is a CPU tensor or a nonempty list of them."""
+    value = node.meta.get("val")
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return bool(values) and all(isinstance(v, torch.Tensor) and v.device.type == "cpu" for v in values)
+
+
+def _written_inputs(node):
+    """The input nodes that an op writes (copy_'s destination, an in-place op's self)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return []
+    written = []
+    for k, arg in enumerate(schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = node.args[k] if k < len(node.args) else node.kwargs.get(arg.name)
+            written += [v for v in (value if isinstance(value, (list, tuple)) else [value])
+                        if isinstance(v, torch.fx.Node)]
+    return written
 
 
 _TENSOR = object()  # a program result in a sealed graph's output layout
