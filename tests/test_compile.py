@@ -124,6 +124,20 @@ def test_cpu_scalar_ops_run_on_the_host_before_the_program(fn, on_host):
         assert tpu_step.device.type == "cpu" and tpu_step.item() == cpu_step.item()
 
 
+def test_static_graphs_keep_the_backward_ops_tpu_lowers_itself():
+    aten = torch.ops.aten
+    static = _compile._decompositions([torch.randn(2, 3)])
+    for op in (aten.native_layer_norm_backward.default, aten._softmax_backward_data.default,
+               aten.gelu_backward.default, aten.embedding_dense_backward.default):
+        assert op not in static, op
+    # forward ops keep their decompositions; so does everything when sizes are symbolic
+    assert aten.gelu_.default in static
+    shape_env = torch.fx.experimental.symbolic_shapes.ShapeEnv()
+    size = shape_env.create_unbacked_symint()
+    dynamic = _compile._decompositions([size])
+    assert aten.native_layer_norm_backward.default in dynamic
+
+
 def test_compiled_gpt_with_eager_optimizer_matches_cpu():
     torch.manual_seed(0)
     config = workloads.GPTConfig(vocab=64, d_model=32, layers=1, heads=2, seq=16, batch=2)
