@@ -261,7 +261,15 @@ class Plan:
             self._analyze(input_layouts or {})
         except Unsupported as e:
             self.reason = str(e)
-        if self.reason is None and not self.symbols:
+            # The pass stopped at that node: a graph without symbolic sizes is static
+            # whatever ops it holds (torch.compile keeps some backward ops undecomposed
+            # in static graphs, which the pass does not know).
+            try:
+                for node in gm.graph.nodes:
+                    self._collect_symbols(node.meta.get("val"))
+            except Unsupported as data_dependent:
+                self.reason = str(data_dependent)
+        if not self.symbols and self.reason != "data-dependent size":
             self.reason = "static"  # nothing to pad
         self.real_exprs = sorted({f for lay in self._all_layouts() for d in lay for f in d if _padded_factor(f)},
                                  key=str) if self.reason is None else []

@@ -341,14 +341,17 @@ class HostPrelude:
             return None, gm
         host = set()
         for n in nodes:
-            if n.op == "call_function" and _cpu_valued(n) and \
+            # Random ops stay where they are: moving them would reorder the CPU generator's draws.
+            if n.op == "call_function" and _cpu_valued(n) and not _draws_random(n) and \
                     all(a in host or a in cpu_inputs for a in n.all_input_nodes):
                 host.add(n)
         crossing = [n for n in nodes if n in host and any(u not in host for u in n.users)]
         written = {a for n in host for a in _written_inputs(n)}
+        written_storages = {_storage_of(p) for p in written}
         if not crossing or any(u.op == "output" for n in crossing for u in n.users) or \
                 any(not isinstance(n.meta["val"], torch.Tensor) or n.meta["val"].dim() != 0 for n in crossing) or \
-                any(u not in host for p in written for u in p.users):
+                any(u not in host for p in written for u in p.users) or \
+                any(_storage_of(n) in written_storages for n in crossing):  # a view of a written input
             return None, gm
 
         host_graph = torch.fx.Graph()
@@ -386,6 +389,16 @@ def _cpu_valued(node):
     value = node.meta.get("val")
     values = value if isinstance(value, (list, tuple)) else [value]
     return bool(values) and all(isinstance(v, torch.Tensor) and v.device.type == "cpu" for v in values)
+
+
+def _draws_random(node):
+    return torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+
+
+def _storage_of(node):
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    return StorageWeakRef(node.meta["val"].untyped_storage())
 
 
 def _written_inputs(node):
