@@ -214,3 +214,26 @@ def test_cache_dir_api(tmp_path):
         assert torch_tpu.get_cache_dir() is None
     finally:
         torch_tpu.set_cache_dir(previous)
+
+
+DUMP_CODE = """
+import torch, torch_tpu
+x = torch.randn(37, 41).to("tpu")
+print((x.flip(0) * x).sum().item())
+"""
+
+
+def test_dump_programs_creates_its_directory(tmp_path):
+    target = tmp_path / "new" / "dumps"
+    result = run_python(DUMP_CODE, TORCH_TPU_DUMP_PROGRAMS=str(target), TORCH_TPU_CACHE_DIR="off")
+    assert result.returncode == 0, result.stderr
+    dumped = sorted(target.glob("program_*.mlir"))
+    assert dumped and all("func.func public @main" in p.read_text() for p in dumped)
+
+
+def test_dump_programs_that_cannot_be_written_warn_once(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    result = run_python(DUMP_CODE, TORCH_TPU_DUMP_PROGRAMS=str(blocker / "dumps"), TORCH_TPU_CACHE_DIR="off")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("TORCH_TPU_DUMP_PROGRAMS: cannot write") == 1, result.stderr

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "engine/metrics.h"
 
@@ -179,6 +180,23 @@ std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph
   return exe;
 }
 
+namespace {
+// TORCH_TPU_DUMP_PROGRAMS: every compiled program's StableHLO text goes to `directory`
+// (created if missing); a failure warns once instead of being silent.
+void dump_program(const std::string& directory, const std::string& key, const std::string& text) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  std::string path = directory + "/program_" + std::to_string(std::hash<std::string>()(key)) + ".mlir";
+  FILE* f = std::fopen(path.c_str(), "w");
+  bool written = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (f != nullptr) written = std::fclose(f) == 0 && written;
+  static std::atomic<bool> warned{false};
+  if (!written && !warned.exchange(true))
+    warn("TORCH_TPU_DUMP_PROGRAMS: cannot write " + path + (error ? " (" + error.message() + ")" : std::string()) +
+         "; programs are not being dumped");
+}
+}  // namespace
+
 std::shared_ptr<pjrt::Executable> Runtime::load_or_compile(const std::string& key, const ir::Graph& graph,
                                                            LaunchInfo* info) {
   std::string directory = cache_dir();
@@ -201,13 +219,7 @@ std::shared_ptr<pjrt::Executable> Runtime::load_or_compile(const std::string& ke
   }
   auto t0 = std::chrono::steady_clock::now();
   std::string text = graph.to_mlir();
-  if (const char* dump = std::getenv("TORCH_TPU_DUMP_PROGRAMS")) {  // a directory: every compiled program's MLIR
-    std::string path = std::string(dump) + "/program_" + std::to_string(std::hash<std::string>()(key)) + ".mlir";
-    if (FILE* f = std::fopen(path.c_str(), "w")) {
-      std::fwrite(text.data(), 1, text.size(), f);
-      std::fclose(f);
-    }
-  }
+  if (const char* dump = std::getenv("TORCH_TPU_DUMP_PROGRAMS")) dump_program(dump, key, text);
   std::shared_ptr<pjrt::Executable> exe;
   try {
     exe = client_->compile(text);
