@@ -333,7 +333,8 @@ class HostPrelude:
         when it could change results: a host value that is not a 0-d tensor would
         make the device part unsealable, a value that the graph returns is not the
         device part's to return, and an input that the host part writes must not be
-        read by the device part (it would see the new value, not the old)."""
+        read by the device part, directly or through a view handed over (it would
+        see the new value, not the old). Random ops are never moved."""
         nodes = list(gm.graph.nodes)
         placeholders = [n for n in nodes if n.op == "placeholder"]
         cpu_inputs = {n for n in placeholders if _cpu_valued(n)}
