@@ -231,13 +231,14 @@ class CompiledGraph:
             signature = key + signature
         uploads = {}
         if signature is not None:
-            # 0-d CPU tensors (an optimizer's step count) change every call: program
-            # inputs, not constants. They travel as tpu copies; mutations come back.
+            # 0-d CPU tensors (the bias corrections the host part made from an optimizer's
+            # step counts) change every call: program inputs, not constants. They travel
+            # as tpu copies; mutations come back.
             args = list(args)
             for i, a in enumerate(args):
                 if isinstance(a, torch.Tensor) and a.device.type == "cpu":
                     uploads[i] = a
-                    # Equal scalars (every parameter's step count) share one upload;
+                    # Equal scalars (every parameter's bias correction) share one upload;
                     # complex32 has no scalar buffer form and goes the general way.
                     args[i] = a.to(torch.device("tpu", device)) if a.dtype == torch.complex32 else \
                         _C._scalar_to_device(a, device)
