@@ -1,25 +1,88 @@
 #!/bin/bash
-# One prepared run on the GPU box (torch 2.11 + XLA:GPU plugin): build against
-# its torch, run the core tests on TORCH_TPU_PLUGIN=cuda, then the mode
-# benchmark beside native CUDA eager. Results go to $OUT (or ./gpu_out).
-# The PJRT header travels with the tree: TORCH_TPU_PJRT_INCLUDE names it.
+# One prepared run on an NVIDIA box with torch (CUDA) and the XLA:GPU PJRT plugin
+# (jax-cuda13-pjrt): the extension, a smoke test, the mode benchmark beside
+# native CUDA eager, then as many of the core tests as the time left allows.
+# Everything lands in $OUT (default ./gpu_out): run.log, build.log (if built),
+# modes_<workload>.json, tests.log.
+#
+#   bash bench/gpu_check.sh                 # TIME_LIMIT=480 seconds in all
+#
+# The extension: a module prebuilt elsewhere for this box's torch and Python may be
+# handed in as PREBUILT=path/_C.cpython-*.so (building here costs minutes of device
+# time); it is used only if it imports and runs an op, else the tree is built here
+# with MAX_JOBS jobs. The PJRT header travels with the tree: TORCH_TPU_PJRT_INCLUDE.
 set -u
 OUT=${OUT:-$PWD/gpu_out}; mkdir -p "$OUT"
-PY=${PY:-/opt/torch/.venv/bin/python}
-export PYTHONUNBUFFERED=1 MAX_JOBS=16
+PY=${PY:-python3}
+LIMIT=${TIME_LIMIT:-480}
+PLUGIN=${PLUGIN:-cuda}  # cpu here, for a dry run of this script
+export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 export TORCH_TPU_PJRT_INCLUDE=${TORCH_TPU_PJRT_INCLUDE:-$PWD/.venv/lib/python3.11/site-packages/xla_plugins/xla_cpu_pjrt/include}
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
 start=$(date +%s)
-if ! $PY setup.py build_ext --inplace > "$OUT/build.log" 2>&1; then
-  grep -E "error|Error" "$OUT/build.log" | head -40; exit 1
+# The checkout runs from PYTHONPATH; a dist-info beside it carries the package's
+# entry points, so torch's backend autoload finds torch_tpu as if installed.
+site=$(mktemp -d); mkdir "$site/torch_tpu-0.0.0.dist-info"
+printf 'Metadata-Version: 2.1\nName: torch_tpu\nVersion: 0.0.0\n' > "$site/torch_tpu-0.0.0.dist-info/METADATA"
+printf '[torch.backends]\ntorch_tpu = torch_tpu._autoload:load\n\n[torch_dynamo_backends]\ntpu = torch_tpu._compile:tpu_backend\n' \
+  > "$site/torch_tpu-0.0.0.dist-info/entry_points.txt"
+export PYTHONPATH=$PWD:$site TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-1}
+elapsed() { echo $(( $(date +%s) - start )); }
+left() { echo $(( LIMIT - $(elapsed) )); }
+log() { echo "[$(elapsed) s] $*" | tee -a "$OUT/run.log"; }
+
+if [ -n "${PREBUILT:-}" ] && [ -f "$PREBUILT" ]; then
+  cp "$PREBUILT" torch_tpu/ && log "using the prebuilt module $(basename "$PREBUILT")"
 fi
-echo "build: $(( $(date +%s) - start )) s"
-export TORCH_TPU_PLUGIN=cuda PYTHONPATH=$PWD
-$PY -c "import torch, torch_tpu; print(torch.__version__, torch_tpu.plugin_info()); x = torch.randn(3, device='tpu'); print((x * 2).cpu())" 2>&1 | tail -3
-timeout ${TEST_TIMEOUT:-200} $PY -m pytest -q -p no:cacheprovider ${TESTS:-tests/test_device.py tests/test_fused.py tests/test_workloads.py} > "$OUT/tests.log" 2>&1
-echo "tests rc=$?: $(tail -1 "$OUT/tests.log")"; grep -E "^FAILED|^ERROR" "$OUT/tests.log" | head -20
-timeout ${BENCH_TIMEOUT:-300} $PY bench/modes.py --plugin cuda --workloads ${WORKLOADS:-gpt-tiny gpt-small} \
-  --modes ${MODES:-cuda strict fused} --steps ${STEPS:-20} --out "$OUT/modes_cuda.json" --chart "$OUT/modes_cuda.png" \
-  > "$OUT/bench.log" 2>&1
-echo "bench rc=$?"; tail -25 "$OUT/bench.log"
-echo "total: $(( $(date +%s) - start )) s"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$OUT/run.log"
+$PY -c "import sys, torch, jax; print(sys.version.split()[0], 'torch', torch.__version__, 'jax', jax.__version__)" 2>&1 \
+  | tail -1 | tee -a "$OUT/run.log"
+
+smoke() {
+  TORCH_TPU_PLUGIN=$PLUGIN timeout 120 $PY - <<'EOF' 2>&1 | tail -6 | tee -a "$OUT/run.log"
+import torch, torch_tpu
+print("plugin:", torch_tpu.plugin_info())
+x = torch.randn(64, 32)
+w = torch.randn(32, 16, requires_grad=True)
+wt = w.detach().to("tpu").requires_grad_()
+y = (x.to("tpu") @ wt).relu().sum()
+y.backward()
+(x @ w).relu().sum().backward()
+torch.testing.assert_close(y.cpu(), (x @ w).relu().sum(), rtol=1e-3, atol=1e-3)
+torch.testing.assert_close(wt.grad.cpu(), w.grad, rtol=1e-3, atol=1e-3)
+print("smoke ok: matmul/relu/sum forward and backward match CPU")
+EOF
+  return ${PIPESTATUS[0]}
+}
+
+if ! smoke; then
+  log "building here with $MAX_JOBS jobs"
+  rm -f torch_tpu/_C*.so
+  if ! $PY setup.py build_ext --inplace > "$OUT/build.log" 2>&1; then
+    grep -E "error|Error" "$OUT/build.log" | head -40; log "build failed"; exit 1
+  fi
+  log "built"
+  smoke || { log "smoke test failed"; exit 1; }
+fi
+log "smoke test passed"
+
+# The benchmark: one JSON per workload, so a run cut short keeps what finished.
+for workload in ${WORKLOADS:-gpt-tiny gpt-small}; do
+  budget=$(( $(left) - ${TEST_RESERVE:-60} ))
+  if [ "$budget" -lt 30 ]; then log "no time left for $workload"; break; fi
+  log "bench $workload (at most $budget s)"
+  timeout "$budget" $PY bench/modes.py --plugin "$PLUGIN" --workloads "$workload" \
+    --modes ${MODES:-cpu cuda strict fused compiled} --steps ${STEPS:-30} --child-timeout $(( budget < ${CHILD_TIMEOUT:-180} ? budget : ${CHILD_TIMEOUT:-180} )) \
+    --out "$OUT/modes_$workload.json" --chart "" 2>&1 | tee -a "$OUT/run.log" | grep -v "^\[" | tail -12
+done
+
+budget=$(( $(left) - 5 ))
+if [ "$budget" -ge 20 ]; then
+  log "tests (at most $budget s)"
+  # -v: a line per test as it ends; SIGINT at the limit still prints pytest's summary.
+  TORCH_TPU_PLUGIN=$PLUGIN timeout -s INT -k 10 "$budget" $PY -m pytest -v -rfE -p no:cacheprovider -o addopts="" \
+    ${TESTS:-tests/test_device.py tests/test_fused.py tests/test_workloads.py tests/test_compile.py tests/test_training.py tests/test_ops.py} \
+    > "$OUT/tests.log" 2>&1
+  log "tests rc=$?: $(tail -1 "$OUT/tests.log")"
+  grep -E "^(FAILED|ERROR) " "$OUT/tests.log" | head -40 | tee -a "$OUT/run.log"
+fi
+log "done"

@@ -56,12 +56,12 @@ CHILD_TIMEOUT_S = 900
 # same weights and sees the same batches: final losses are directly comparable.
 
 def _reference_workloads():
-    """torch_tpu.testing; where the backend itself cannot load (a CUDA machine
-    without a torch_tpu build), the file alone, so the cpu and cuda modes still run."""
-    try:
+    """torch_tpu.testing when torch_tpu is loaded; else (the native modes, or a CUDA
+    machine without a torch_tpu build) the file alone, without loading the backend."""
+    if "torch_tpu" in sys.modules:
         from torch_tpu import testing
         return testing
-    except ImportError:
+    else:
         import importlib.util
 
         path = os.path.join(os.path.dirname(HERE), "torch_tpu", "testing.py")
@@ -123,13 +123,14 @@ def _child(args):
 
     t0 = time.perf_counter()
     import torch
-    try:
-        import torch_tpu
-    except ImportError as e:
-        if args.mode not in ("cpu", "cuda"):
+    torch_tpu = None
+    if args.mode not in ("cpu", "cuda"):  # native modes run without torch_tpu (see _run_child)
+        try:
+            import torch_tpu
+        except ImportError as e:
             return finish("error", "torch_tpu does not import: %s" % e)
-        torch_tpu = None
     record["import_s"] = time.perf_counter() - t0
+    record["torch_tpu_loaded"] = "torch_tpu" in sys.modules
     if args.threads:
         torch.set_num_threads(args.threads)
     record["torch_threads"] = torch.get_num_threads()
@@ -259,6 +260,10 @@ def _run_child(workload, mode, phase, steps, cache_dir, plugin, threads):
     env = dict(os.environ)
     env.pop("TORCH_TPU_EAGER_MODE", None)  # the child sets its mode itself
     env["TORCH_TPU_CACHE_DIR"] = cache_dir
+    if mode in ("cpu", "cuda"):
+        # Native eager runs as without torch_tpu: once loaded, the PrivateUse1 backend is
+        # torch's accelerator, and torch 2.11's autograd then fails on CUDA tensors.
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     if plugin:
         env["TORCH_TPU_PLUGIN"] = plugin
     fd, out = tempfile.mkstemp(prefix="modes-", suffix=".json")
@@ -271,7 +276,10 @@ def _run_child(workload, mode, phase, steps, cache_dir, plugin, threads):
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
         rc, stderr = proc.returncode, proc.stderr
     except subprocess.TimeoutExpired as e:
-        rc, stderr = None, "timed out after %d s\n%s" % (CHILD_TIMEOUT_S, (e.stderr or b"")[-2000:])
+        partial = e.stderr or ""
+        if isinstance(partial, bytes):  # TimeoutExpired may carry undecoded output
+            partial = partial.decode("utf-8", "replace")
+        rc, stderr = None, "timed out after %g s\n%s" % (CHILD_TIMEOUT_S, partial[-2000:])
     wall = time.perf_counter() - start
     try:
         with open(out) as f:
@@ -473,6 +481,7 @@ def _chart(report, path):
 
 
 def main(argv=None):
+    global CHILD_TIMEOUT_S
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     parser.add_argument("--modes", nargs="+", choices=ALL_MODES, default=list(DEFAULT_MODES))
@@ -485,6 +494,9 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=1,
                         help="run each workload's modes this many times in turn; steady step = median of the "
                              "runs' medians (default 1)")
+    parser.add_argument("--child-timeout", type=float, default=CHILD_TIMEOUT_S,
+                        help="seconds one subprocess may run before it is recorded as an error (default %d)"
+                        % CHILD_TIMEOUT_S)
     parser.add_argument("--out", default=os.path.join(HERE, "results", "modes.json"))
     parser.add_argument("--chart", default=os.path.join(HERE, "results", "modes.png"))
     # internal: one (workload, mode) in this process
@@ -500,6 +512,7 @@ def main(argv=None):
         parser.error("--steps must be at least 1")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    CHILD_TIMEOUT_S = args.child_timeout
 
     started = time.perf_counter()
     report = {

@@ -1,6 +1,9 @@
-"""The benchmark's own arithmetic (the benchmark itself runs as `make bench`, not in CI)."""
+"""The benchmark's own logic: arithmetic, subprocess records (the benchmark itself runs as `make bench`, not in CI)."""
 import os
 import sys
+import tempfile
+
+import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import modes  # noqa: E402
@@ -12,3 +15,20 @@ def test_rounds_take_the_median_of_the_runs_medians():
     assert result["round_step_median_s"] == [0.010, 0.030, 0.020]
     assert result["step_median_s"] == 0.020
     assert abs(result["tokens_per_s"] - 256 / 0.020) < 1e-6
+
+
+@pytest.mark.parametrize("mode, loaded", [("cpu", False), ("strict", True)])
+def test_native_modes_run_without_torch_tpu(mode, loaded):
+    # Loaded, torch_tpu is torch's accelerator, and torch's autograd fails on CUDA tensors.
+    with tempfile.TemporaryDirectory() as cache_dir:
+        record = modes._run_child("mlp", mode, "full", 2, cache_dir, None, None)
+    assert record["status"] == "ok", record.get("error")
+    assert record["torch_tpu_loaded"] is loaded
+
+
+def test_a_child_past_its_time_limit_is_recorded_as_an_error(monkeypatch):
+    monkeypatch.setattr(modes, "CHILD_TIMEOUT_S", 0.5)
+    with tempfile.TemporaryDirectory() as cache_dir:
+        record = modes._run_child("mlp", "strict", "full", 2, cache_dir, None, None)
+    assert record["status"] == "error"
+    assert record["error"].startswith("subprocess exited with None and wrote no result: timed out after 0.5 s")

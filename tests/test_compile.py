@@ -1,5 +1,8 @@
 """torch.compile(backend="tpu"): sealed programs, training steps, guards, graph breaks."""
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -24,6 +27,32 @@ def test_backends_are_registered():
     assert "tpu" in torch._dynamo.list_backends()
     assert torch._dynamo.lookup_backend("tpu") is _compile.tpu_backend
     assert torch._dynamo.lookup_backend("openxla") is _compile.tpu_backend  # torch_xla is not installed
+
+
+_WITHOUT_ENTRY_POINTS = """
+import importlib.metadata, sys
+real = importlib.metadata.entry_points
+# As in a source checkout on PYTHONPATH: no installed entry points name the backends.
+importlib.metadata.entry_points = lambda **kw: real(group="no such group") if kw else real()
+import torch
+if sys.argv[1] == "dynamo-first":
+    import torch._dynamo
+    torch._dynamo.list_backends()
+import torch_tpu, torch._dynamo
+assert torch._dynamo.lookup_backend("tpu") is torch_tpu._compile.tpu_backend
+assert torch._dynamo.lookup_backend("openxla") is torch_tpu._compile.tpu_backend
+assert "tpu" in torch._dynamo.list_backends()
+print(torch.compile(lambda x: x * 2, backend="tpu")(torch.ones(2, device="tpu")).cpu().tolist())
+"""
+
+
+@pytest.mark.parametrize("order", ["torch_tpu-first", "dynamo-first"])
+def test_backends_are_registered_without_the_package_entry_points(order):
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_ENTRY_POINTS, order], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[2.0, 2.0]"
 
 
 def test_inference_replays_one_program_without_dispatch():

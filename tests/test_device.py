@@ -18,6 +18,24 @@ def test_autoload_on_import_torch():
     assert out.stdout.strip() == "tpu tpu:0 [2.0, 2.0]"
 
 
+@pytest.mark.parametrize("cuda, hip, device_files, plugin, expected", [
+    (None, None, [], "", True),                       # CPU build of torch (CI, a TPU VM with CPU torch)
+    ("13.0", None, [], "", True),                     # CUDA build without a GPU (a TPU VM with PyPI torch)
+    ("13.0", None, ["/dev/nvidia0"], "", False),      # a CUDA GPU: leave CUDA autograd working
+    (None, "7.0", ["/dev/kfd"], "", False),           # a ROCm GPU
+    ("13.0", None, ["/dev/nvidia0"], "cuda", True),   # asked for: XLA:GPU as the tpu device
+    ("13.0", None, ["/dev/nvidia0"], "cpu", True),
+])
+def test_autoload_leaves_a_gpu_machine_alone_unless_asked(monkeypatch, cuda, hip, device_files, plugin, expected):
+    from torch_tpu import _autoload
+
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    monkeypatch.setattr(torch.version, "hip", hip)
+    monkeypatch.setattr(_autoload, "_gpu_device_files", lambda: device_files)
+    monkeypatch.setenv("TORCH_TPU_PLUGIN", plugin)
+    assert _autoload.should_autoload() is expected
+
+
 def test_import_torch_tpu_first():
     code = "import torch_tpu, torch\nprint(torch.ones(1, device='tpu').device)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -142,7 +160,10 @@ def test_plugin_info():
     import torch_tpu
 
     info = torch_tpu.plugin_info()
-    assert info["platform"] == "cpu"
+    # The platform of the plugin in use: XLA:CPU by default, XLA:GPU's "cuda" on the GPU box.
+    chosen = "cpu" if _cpu_plugin_in_use() else os.environ.get("TORCH_TPU_PLUGIN", "").lower()
+    expected = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda", "tpu": "tpu"}.get(chosen)
+    assert info["platform"] == expected if expected else info["platform"]
     major, minor = map(int, info["api_version"].split("."))
     assert major == 0 and minor >= 50
 

@@ -27,7 +27,7 @@ from . import modes as _modes  # noqa: E402
 from . import _compile  # noqa: E402
 from ._buckets import get_dynamic_buckets, set_dynamic_buckets  # noqa: E402,F401
 
-_compile.install_openxla_alias()
+_compile.install_backends()
 
 _cache.init_from_environment()
 _modes._init_from_environment()

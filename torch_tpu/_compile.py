@@ -501,14 +501,33 @@ def tpu_backend(gm, example_inputs, **kwargs):
 tpu_backend._tags = ()  # what dynamo's registry expects of a backend
 
 
-class _OpenXLAAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Points backend="openxla" at tpu_backend when torch_xla is not installed:
-    code written for PyTorch/XLA then runs unchanged."""
+def _register_tpu(registry):
+    # Installed, the package's torch_dynamo_backends entry point names "tpu" too;
+    # registering here also serves a source checkout on PYTHONPATH.
+    if "tpu" not in registry._COMPILER_FNS:
+        registry.register_backend(compiler_fn=tpu_backend, name="tpu")
 
-    target = "torch._dynamo.backends.torchxla"
+
+def _register_openxla_alias(registry):
+    # Points backend="openxla" at tpu_backend when torch_xla is not installed:
+    # code written for PyTorch/XLA then runs unchanged.
+    if importlib.util.find_spec("torch_xla") is None:
+        registry._COMPILER_FNS["openxla"] = tpu_backend
+
+
+# Dynamo's modules are imported lazily (importing them costs about a second), so
+# the backends are registered when dynamo imports them, by a hook on the module.
+_REGISTRATIONS = {
+    "torch._dynamo.backends.registry": _register_tpu,
+    "torch._dynamo.backends.torchxla": _register_openxla_alias,  # defines "openxla" itself
+}
+
+
+class _BackendRegistrar(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Runs a module's registration from _REGISTRATIONS right after the module is executed."""
 
     def find_spec(self, name, path, target=None):
-        if name != self.target:
+        if name not in _REGISTRATIONS:
             return None
         sys.meta_path.remove(self)
         try:
@@ -517,25 +536,32 @@ class _OpenXLAAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             sys.meta_path.insert(0, self)
         if spec is None:
             return None
-        self._inner = spec.loader
+        spec.loader_state = (spec.loader, spec.loader_state)
         spec.loader = self
         return spec
 
     def create_module(self, spec):
-        return self._inner.create_module(spec)
+        return spec.loader_state[0].create_module(spec)
 
     def exec_module(self, module):
-        self._inner.exec_module(module)
-        sys.meta_path.remove(self)
-        if importlib.util.find_spec("torch_xla") is None:
-            from torch._dynamo.backends import registry
-            registry._COMPILER_FNS["openxla"] = tpu_backend
+        inner, state = module.__spec__.loader_state
+        module.__spec__.loader, module.__spec__.loader_state = inner, state
+        inner.exec_module(module)
+        _run_registration(module.__name__)
 
 
-def install_openxla_alias():
-    if "torch._dynamo.backends.torchxla" in sys.modules:
-        if importlib.util.find_spec("torch_xla") is None:
-            from torch._dynamo.backends import registry
-            registry._COMPILER_FNS["openxla"] = tpu_backend
-    elif not any(isinstance(f, _OpenXLAAlias) for f in sys.meta_path):
-        sys.meta_path.insert(0, _OpenXLAAlias())
+def _run_registration(name):
+    from torch._dynamo.backends import registry
+    _REGISTRATIONS[name](registry)
+    if all(n in sys.modules for n in _REGISTRATIONS):
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _BackendRegistrar)]
+
+
+def install_backends():
+    """Registers backend="tpu" (and "openxla") with dynamo: now if dynamo is imported, else when it is."""
+    for name in _REGISTRATIONS:
+        if name in sys.modules:
+            _run_registration(name)
+    if not all(n in sys.modules for n in _REGISTRATIONS) and not any(
+            isinstance(f, _BackendRegistrar) for f in sys.meta_path):
+        sys.meta_path.insert(0, _BackendRegistrar())

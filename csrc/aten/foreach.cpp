@@ -18,7 +18,10 @@
 #include <ATen/ops/_foreach_ceil_native.h>
 #include <ATen/ops/_foreach_clamp_max_native.h>
 #include <ATen/ops/_foreach_clamp_min_native.h>
+#if __has_include(<ATen/ops/_foreach_clone_native.h>)  // torch >= 2.12
 #include <ATen/ops/_foreach_clone_native.h>
+#define TPU_HAS_FOREACH_CLONE 1
+#endif
 #include <ATen/ops/_foreach_copy_native.h>
 #include <ATen/ops/_foreach_cos_native.h>
 #include <ATen/ops/_foreach_cosh_native.h>
@@ -439,6 +442,7 @@ void copy_(TL self, TL src, bool non_blocking) {
   });
 }
 
+#ifdef TPU_HAS_FOREACH_CLONE
 Tensors clone(TL self, std::optional<c10::MemoryFormat> memory_format) {
   check_foreach_api_restrictions(self);
   int d = common_device({self});
@@ -454,6 +458,7 @@ Tensors clone(TL self, std::optional<c10::MemoryFormat> memory_format) {
     return out;
   });
 }
+#endif
 
 }  // namespace
 
@@ -507,7 +512,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_foreach_max", max);
   m.impl("_foreach_zero_", zero_);
   m.impl("_foreach_copy_", copy_);
+#ifdef TPU_HAS_FOREACH_CLONE
   m.impl("_foreach_clone", clone);
+#endif
 }
 #undef UNARY_OPS
 
