@@ -3,6 +3,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+import torch_tpu
+
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32,
           torch.int16, torch.int8, torch.uint8, torch.bool]
 
@@ -225,3 +227,56 @@ def test_same_program_reused_for_views_at_other_offsets():
     for start in range(2, 20):
         assert_close((y[start:start + 10] * 2).cpu(), torch.arange(start, start + 10.0) * 2)
     assert torch_tpu.metrics()["compiles"] == before
+
+
+def _printed_cases():
+    torch.manual_seed(0)
+    big = torch.randn(40, 50)                                   # summarised with "..."
+    return {
+        "float": torch.randn(3, 4),
+        "summarised": big,
+        "int": torch.arange(-5, 7).reshape(3, 4),
+        "bool": torch.tensor([True, False]),
+        "bfloat16": torch.tensor([1.5, -2.25, 1e4], dtype=torch.bfloat16),
+        "complex": torch.tensor([1 + 2j, -0.5j]),
+        "scalar": torch.tensor(3.25),
+        "inf_nan": torch.tensor([float("inf"), float("nan"), 1e-8, 0.0]),
+        "empty": torch.zeros(0, 3),
+        "strided_view": big[::3, 1:7].t(),
+    }
+
+
+@pytest.mark.parametrize("name", list(_printed_cases()))
+def test_printing_matches_torch_formatting_on_the_device_with_one_download(name):
+    import torch._tensor_str
+
+    t = _printed_cases()[name].to("tpu")
+    device_side = torch._tensor_str._str_intern.__wrapped__  # torch's own path: ops on tpu
+    torch.tpu.synchronize()
+    before = torch_tpu.metrics()
+    t.cpu()
+    between = torch_tpu.metrics()
+    printed = repr(t)
+    after = torch_tpu.metrics()
+    assert printed == device_side(t)
+    # What printing costs is one copy to the CPU (none for an empty tensor): no program.
+    assert after["compiles"] == between["compiles"]
+    one_copy = between["device_to_host_transfers"] - before["device_to_host_transfers"]
+    assert after["device_to_host_transfers"] - between["device_to_host_transfers"] == (one_copy if t.numel() else 0)
+
+
+def test_printing_keeps_autograd_suffixes_and_parameter_form():
+    w = torch.nn.Parameter(torch.randn(3, 2).to("tpu"))
+    y = (w * 2)[:2]
+    assert repr(w).startswith("Parameter containing:\ntensor(")
+    assert repr(w).endswith("device='tpu:0', requires_grad=True)")
+    assert repr(y).endswith("device='tpu:0', grad_fn=<SliceBackward0>)")
+    assert repr(y) == torch._tensor_str._str_intern.__wrapped__(y)
+
+
+def test_printing_a_fake_tpu_tensor_reads_no_values():
+    # Dynamo and AOTAutograd print fake tensors while tracing; they have no values to download.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fake = FakeTensorMode().from_tensor(torch.ones(2, 3, device="tpu"))
+    assert repr(fake) == "FakeTensor(..., device='tpu:0', size=(2, 3))"

@@ -25,9 +25,11 @@ from .modes import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
 from . import cache as _cache  # noqa: E402
 from . import modes as _modes  # noqa: E402
 from . import _compile  # noqa: E402
+from . import _printing  # noqa: E402
 from ._buckets import get_dynamic_buckets, set_dynamic_buckets  # noqa: E402,F401
 
 _compile.install_backends()
+_printing.install()
 
 _cache.init_from_environment()
 _modes._init_from_environment()
