@@ -480,6 +480,15 @@ def _chart(report, path):
     plt.close(fig)
 
 
+def _save(report, path, complete):
+    """Writes the report (atomically); `complete` is False while modes are still to run."""
+    report["complete"] = complete
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(report, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
 def main(argv=None):
     global CHILD_TIMEOUT_S
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -537,6 +546,7 @@ def main(argv=None):
                   file=sys.stderr, flush=True)
             r = _bench_one(workload, mode, steps, args.plugin, args.threads)
             report["results"][workload][mode] = r
+            _save(report, args.out, complete=False)  # a run cut short keeps what finished
             if r["status"] != "ok":
                 print("          %s: %s" % (r["status"], (r.get("error") or "").splitlines()[0][:200]),
                       file=sys.stderr, flush=True)
@@ -558,9 +568,7 @@ def main(argv=None):
     report["ratios"] = _add_ratios(report["results"])
     report["total_wall_s"] = time.perf_counter() - started
 
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=2)
+    _save(report, args.out, complete=True)
     table = _markdown(report["results"])
     print(table)
     print()

@@ -1,4 +1,5 @@
 """The benchmark's own logic: arithmetic, subprocess records (the benchmark itself runs as `make bench`, not in CI)."""
+import json
 import os
 import sys
 import tempfile
@@ -32,3 +33,19 @@ def test_a_child_past_its_time_limit_is_recorded_as_an_error(monkeypatch):
         record = modes._run_child("mlp", "strict", "full", 2, cache_dir, None, None)
     assert record["status"] == "error"
     assert record["error"].startswith("subprocess exited with None and wrote no result: timed out after 0.5 s")
+
+
+def test_the_report_is_saved_after_each_mode(monkeypatch, tmp_path):
+    # A run stopped by its time limit (the GPU box's lease) keeps the modes that finished.
+    def bench_one(workload, mode, steps, plugin, threads):
+        if mode == "fused":
+            raise KeyboardInterrupt
+        return {"workload": workload, "mode": mode, "status": "ok", "step_median_s": 0.01}
+
+    monkeypatch.setattr(modes, "_bench_one", bench_one)
+    out = tmp_path / "modes.json"
+    with pytest.raises(KeyboardInterrupt):
+        modes.main(["--workloads", "mlp", "--modes", "cpu", "strict", "fused", "--out", str(out), "--chart", ""])
+    report = json.loads(out.read_text())
+    assert report["complete"] is False
+    assert list(report["results"]["mlp"]) == ["cpu", "strict"]
