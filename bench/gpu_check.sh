@@ -21,7 +21,7 @@ export TORCH_TPU_PJRT_INCLUDE=${TORCH_TPU_PJRT_INCLUDE:-$PWD/.venv/lib/python3.1
 start=$(date +%s)
 # The checkout runs from PYTHONPATH; a dist-info beside it carries the package's
 # entry points, so torch's backend autoload finds torch_tpu as if installed.
-site=$(mktemp -d); mkdir "$site/torch_tpu-0.0.0.dist-info"
+site=$(mktemp -d); trap 'rm -rf "$site"' EXIT; mkdir "$site/torch_tpu-0.0.0.dist-info"
 printf 'Metadata-Version: 2.1\nName: torch_tpu\nVersion: 0.0.0\n' > "$site/torch_tpu-0.0.0.dist-info/METADATA"
 printf '[torch.backends]\ntorch_tpu = torch_tpu._autoload:load\n\n[torch_dynamo_backends]\ntpu = torch_tpu._compile:tpu_backend\n' \
   > "$site/torch_tpu-0.0.0.dist-info/entry_points.txt"
@@ -34,7 +34,14 @@ if [ -n "${PREBUILT:-}" ] && [ -f "$PREBUILT" ]; then
   cp "$PREBUILT" torch_tpu/ && log "using the prebuilt module $(basename "$PREBUILT")"
 fi
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$OUT/run.log"
-$PY -c "import sys, torch, jax; print(sys.version.split()[0], 'torch', torch.__version__, 'jax', jax.__version__)" 2>&1 \
+TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c "
+import sys, torch, importlib.metadata as m
+def version(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return 'absent'
+print(sys.version.split()[0], 'torch', torch.__version__, 'jax-cuda13-pjrt', version('jax-cuda13-pjrt'))" 2>&1 \
   | tail -1 | tee -a "$OUT/run.log"
 
 smoke() {
@@ -54,15 +61,17 @@ EOF
   return ${PIPESTATUS[0]}
 }
 
-if ! smoke; then
+# Build only when there is no module that imports: a failing smoke test is reported, not rebuilt.
+if ! TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c "import torch_tpu._C" > "$OUT/import.log" 2>&1; then
+  tail -3 "$OUT/import.log" | tee -a "$OUT/run.log"
   log "building here with $MAX_JOBS jobs"
   rm -f torch_tpu/_C*.so
-  if ! $PY setup.py build_ext --inplace > "$OUT/build.log" 2>&1; then
+  if ! TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY setup.py build_ext --inplace > "$OUT/build.log" 2>&1; then
     grep -E "error|Error" "$OUT/build.log" | head -40; log "build failed"; exit 1
   fi
   log "built"
-  smoke || { log "smoke test failed"; exit 1; }
 fi
+smoke || { log "smoke test failed"; exit 1; }
 log "smoke test passed"
 
 # The benchmark: one JSON per workload, rewritten after each mode, so a run cut short keeps
@@ -74,6 +83,7 @@ for workload in ${WORKLOADS:-gpt-tiny gpt-small}; do
   timeout "$budget" $PY bench/modes.py --plugin "$PLUGIN" --workloads "$workload" \
     --modes ${MODES:-cpu cuda fused compiled strict} --steps ${STEPS:-30} --child-timeout $(( budget < ${CHILD_TIMEOUT:-180} ? budget : ${CHILD_TIMEOUT:-180} )) \
     --out "$OUT/modes_$workload.json" --chart "" 2>&1 | tee -a "$OUT/run.log" | grep -v "^\[" | tail -12
+  log "bench $workload exit status ${PIPESTATUS[0]} (124: its time ran out; finished modes are in the JSON)"
 done
 
 budget=$(( $(left) - 5 ))

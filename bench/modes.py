@@ -521,6 +521,8 @@ def main(argv=None):
         parser.error("--steps must be at least 1")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.child_timeout <= 0:
+        parser.error("--child-timeout must be positive")
     CHILD_TIMEOUT_S = args.child_timeout
 
     started = time.perf_counter()

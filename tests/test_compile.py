@@ -55,6 +55,24 @@ def test_backends_are_registered_without_the_package_entry_points(order):
     assert done.stdout.strip().splitlines()[-1] == "[2.0, 2.0]"
 
 
+def test_the_entry_point_loads_the_backend_when_torch_tpu_was_not_imported():
+    # Without autoload (as on a GPU machine), dynamo's lookup of the entry point is what
+    # imports torch_tpu; its own registration must then leave the name to dynamo.
+    code = (
+        "import sys, torch\n"
+        "from torch._dynamo.backends.registry import lookup_backend\n"
+        "assert 'torch_tpu' not in sys.modules\n"
+        "backend = lookup_backend('tpu')\n"
+        "import torch_tpu\n"
+        "assert backend is torch_tpu._compile.tpu_backend\n"
+        "print(torch.compile(lambda x: x + 1, backend='tpu')(torch.ones(2, device='tpu')).cpu().tolist())\n"
+    )
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[2.0, 2.0]"
+
+
 def test_inference_replays_one_program_without_dispatch():
     model = workloads.mlp(d_in=16, d_out=4)
     x = torch.randn(8, 16)

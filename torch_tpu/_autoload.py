@@ -14,8 +14,8 @@ def load():
 
 
 def should_autoload():
-    """Whether `import torch` loads torch_tpu: yes, except where torch sees a CUDA
-    (or ROCm) GPU and TORCH_TPU_PLUGIN does not ask for torch_tpu.
+    """Whether `import torch` loads torch_tpu: yes, except on a machine with a CUDA
+    (or ROCm) GPU for torch, where TORCH_TPU_PLUGIN must ask for it.
 
     Once torch_tpu is loaded, its PrivateUse1 device is torch's accelerator (torch
     prefers PrivateUse1 in at::getAccelerator()), and torch's autograd engine then
@@ -34,8 +34,11 @@ def _gpu_torch_can_use():
 
     if not (torch.version.cuda or torch.version.hip):
         return False
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
+        return False  # every GPU hidden from torch
     return bool(_gpu_device_files())
 
 
 def _gpu_device_files():
-    return glob.glob("/dev/nvidia[0-9]*") + glob.glob("/dev/kfd")
+    # NVIDIA, ROCm, and WSL2 (whose GPUs appear as /dev/dxg).
+    return glob.glob("/dev/nvidia[0-9]*") + glob.glob("/dev/kfd") + glob.glob("/dev/dxg")

@@ -16,6 +16,7 @@ counts never have to come back from the device, which would make every step
 wait for its device work to finish.
 """
 import importlib.abc
+import importlib.metadata
 import importlib.util
 import sys
 
@@ -503,9 +504,12 @@ tpu_backend._tags = ()  # what dynamo's registry expects of a backend
 
 def _register_tpu(registry):
     # Installed, the package's torch_dynamo_backends entry point names "tpu" too;
-    # registering here also serves a source checkout on PYTHONPATH.
-    if "tpu" not in registry._COMPILER_FNS:
-        registry.register_backend(compiler_fn=tpu_backend, name="tpu")
+    # registering here also serves a source checkout on PYTHONPATH. Once dynamo has
+    # found the entry point, it registers the backend itself when it loads it (which
+    # may be what imports torch_tpu): registering first would make that a duplicate.
+    if "tpu" in registry._COMPILER_FNS or isinstance(registry._BACKENDS.get("tpu"), importlib.metadata.EntryPoint):
+        return
+    registry.register_backend(compiler_fn=tpu_backend, name="tpu")
 
 
 def _register_openxla_alias(registry):
@@ -527,14 +531,18 @@ class _BackendRegistrar(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Runs a module's registration from _REGISTRATIONS right after the module is executed."""
 
     def find_spec(self, name, path, target=None):
-        if name not in _REGISTRATIONS:
+        if name not in _REGISTRATIONS or name in sys.modules:
             return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None:
+        # Asks the finders after this one, without touching sys.meta_path: another
+        # thread may be iterating it.
+        spec = None
+        for finder in list(sys.meta_path):
+            if isinstance(finder, _BackendRegistrar) or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None:
             return None
         spec.loader_state = (spec.loader, spec.loader_state)
         spec.loader = self
@@ -546,15 +554,16 @@ class _BackendRegistrar(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module):
         inner, state = module.__spec__.loader_state
         module.__spec__.loader, module.__spec__.loader_state = inner, state
+        module.__loader__ = inner
         inner.exec_module(module)
         _run_registration(module.__name__)
 
 
 def _run_registration(name):
+    # The hook stays in sys.meta_path afterwards (removing it could race with imports on
+    # other threads); for every other module it returns at its first line.
     from torch._dynamo.backends import registry
     _REGISTRATIONS[name](registry)
-    if all(n in sys.modules for n in _REGISTRATIONS):
-        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _BackendRegistrar)]
 
 
 def install_backends():

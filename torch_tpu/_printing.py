@@ -4,7 +4,8 @@ torch formats a tensor's values with a dozen small ops (slices for the summary,
 masked_select, abs, min/max in float64, ceil). On a tpu tensor each would be a
 device program — compiled on first use, and float64, which TPUs lack. torch
 copies xla/lazy/ipu/mtia tensors to the CPU first for the same reason; this does
-the same for tpu, keeping every suffix (device, dtype, grad_fn) of the original.
+the same for tpu (the whole tensor, as torch copies an XLA tensor), keeping every
+suffix (device, dtype, grad_fn) of the original.
 It matters to torch.compile too: torch 2.11's Dynamo repr()s every parameter it
 guards by identity, and a compiled gpt-tiny step's first call compiled 86
 programs instead of 12 until printing stopped running ops on the device.
@@ -37,10 +38,10 @@ def install():
     if getattr(original, "_torch_tpu", False):
         return
 
-    def _str_intern(inp, *, tensor_contents=None):
+    def _str_intern(inp, *, tensor_contents=None, **kwargs):
         if tensor_contents is None:
             tensor_contents = _formatted_on_host(inp)
-        return original(inp, tensor_contents=tensor_contents)
+        return original(inp, tensor_contents=tensor_contents, **kwargs)
 
     _str_intern._torch_tpu = True
     _str_intern.__wrapped__ = original  # torch's own formatting, on the device (tests compare)
