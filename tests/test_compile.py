@@ -46,13 +46,17 @@ print(torch.compile(lambda x: x * 2, backend="tpu")(torch.ones(2, device="tpu"))
 """
 
 
+def _last_line_without_autoload(code, *args):
+    """Runs `code` in a fresh interpreter where `import torch` does not load torch_tpu."""
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize("order", ["torch_tpu-first", "dynamo-first"])
 def test_backends_are_registered_without_the_package_entry_points(order):
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    done = subprocess.run([sys.executable, "-c", _WITHOUT_ENTRY_POINTS, order], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "[2.0, 2.0]"
+    assert _last_line_without_autoload(_WITHOUT_ENTRY_POINTS, order) == "[2.0, 2.0]"
 
 
 def test_the_entry_point_loads_the_backend_when_torch_tpu_was_not_imported():
@@ -67,10 +71,7 @@ def test_the_entry_point_loads_the_backend_when_torch_tpu_was_not_imported():
         "assert backend is torch_tpu._compile.tpu_backend\n"
         "print(torch.compile(lambda x: x + 1, backend='tpu')(torch.ones(2, device='tpu')).cpu().tolist())\n"
     )
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "[2.0, 2.0]"
+    assert _last_line_without_autoload(code) == "[2.0, 2.0]"
 
 
 def test_inference_replays_one_program_without_dispatch():
