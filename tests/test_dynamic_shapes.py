@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 import torch_tpu
 from support import TinyCausalLM, kv_cache_decode
-from torch_tpu import _buckets, _compile
+from torch_tpu import _bucket_policy, _compile
 from torch_tpu import testing as workloads
 
 
@@ -27,14 +27,14 @@ def _counts():
 
 
 def test_bucket_policy():
-    p = _buckets._Policy(None)
+    p = _bucket_policy._Policy(None)
     assert [p.bucket(n) for n in (2, 16, 17, 33, 4096, 5000)] == [16, 16, 32, 64, 4096, 5000]
-    p = _buckets._Policy("pow2:8:64")
+    p = _bucket_policy._Policy("pow2:8:64")
     assert [p.bucket(n) for n in (3, 9, 64, 65)] == [8, 16, 64, 65]
-    p = _buckets._Policy("24, 48,96")
+    p = _bucket_policy._Policy("24, 48,96")
     assert [p.bucket(n) for n in (1, 25, 96, 97)] == [24, 48, 96, 97]
     for off in ("off", "", "0"):
-        assert not _buckets._Policy(off).enabled
+        assert not _bucket_policy._Policy(off).enabled
     torch_tpu.set_dynamic_buckets([32, 8])
     assert torch_tpu.get_dynamic_buckets() == "8,32"
     torch_tpu.set_dynamic_buckets(None)

@@ -26,7 +26,7 @@ from . import cache as _cache  # noqa: E402
 from . import modes as _modes  # noqa: E402
 from . import _compile  # noqa: E402
 from . import _printing  # noqa: E402
-from ._buckets import get_dynamic_buckets, set_dynamic_buckets  # noqa: E402,F401
+from ._bucket_policy import get_dynamic_buckets, set_dynamic_buckets  # noqa: E402,F401
 
 _compile.install_backends()
 _printing.install()

@@ -24,7 +24,20 @@ import torch
 
 from . import _C
 
-from . import _buckets
+from . import _bucket_policy
+
+
+class _LazyBuckets:
+    """_buckets (the padding analysis) imported at first use: it needs sympy, which
+    costs about half a second of `import torch` that eager-only programs never use."""
+
+    def __getattr__(self, name):
+        from . import _buckets as module
+        globals()["_buckets"] = module
+        return getattr(module, name)
+
+
+_buckets = _LazyBuckets()
 
 _stats = {"compiled_graphs": 0, "captures": 0, "replays": 0, "compile_eager_graphs": 0,
           # dynamic shapes (see _buckets.py): calls run padded to a bucket, calls that had
@@ -117,7 +130,7 @@ class CompiledGraph:
     def __call__(self, *args):
         if self.host is not None:
             args = self.host.run(args)
-        if _buckets.policy().enabled:
+        if _bucket_policy.policy().enabled:
             plan = self.plan()
             if plan.supported:
                 result = self._call_padded(plan, args)
@@ -209,7 +222,7 @@ class CompiledGraph:
             return args
         last = getattr(self.forward, "last_padding", None)
         padded = last[1] if last is not None and last[0] == real else \
-            {s: _buckets.policy().bucket(v) for s, v in real.items()}
+            {s: _bucket_policy.policy().bucket(v) for s, v in real.items()}
         args = list(args)
         for k, node in enumerate(self._placeholders()):
             a = args[k]
