@@ -9,8 +9,8 @@
 #
 # The extension: a module prebuilt elsewhere for this box's torch and Python may be
 # handed in as PREBUILT=path/_C.cpython-*.so (building here costs minutes of device
-# time); it is used only if it imports and runs an op, else the tree is built here
-# with MAX_JOBS jobs. The PJRT header travels with the tree: TORCH_TPU_PJRT_INCLUDE.
+# time); it is used if it imports, else the tree is built here with MAX_JOBS jobs.
+# The PJRT header travels with the tree: TORCH_TPU_PJRT_INCLUDE.
 set -u
 OUT=${OUT:-$PWD/gpu_out}; mkdir -p "$OUT"
 PY=${PY:-python3}
@@ -19,12 +19,21 @@ PLUGIN=${PLUGIN:-cuda}  # cpu here, for a dry run of this script
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 export TORCH_TPU_PJRT_INCLUDE=${TORCH_TPU_PJRT_INCLUDE:-$PWD/.venv/lib/python3.11/site-packages/xla_plugins/xla_cpu_pjrt/include}
 start=$(date +%s)
-# The checkout runs from PYTHONPATH; a dist-info beside it carries the package's
-# entry points, so torch's backend autoload finds torch_tpu as if installed.
-site=$(mktemp -d); trap 'rm -rf "$site"' EXIT; mkdir "$site/torch_tpu-0.0.0.dist-info"
-printf 'Metadata-Version: 2.1\nName: torch_tpu\nVersion: 0.0.0\n' > "$site/torch_tpu-0.0.0.dist-info/METADATA"
-printf '[torch.backends]\ntorch_tpu = torch_tpu._autoload:load\n\n[torch_dynamo_backends]\ntpu = torch_tpu._compile:tpu_backend\n' \
-  > "$site/torch_tpu-0.0.0.dist-info/entry_points.txt"
+# The checkout runs from PYTHONPATH; a dist-info beside it carries the entry points of
+# pyproject.toml, so torch's backend autoload finds torch_tpu as if installed.
+site=$(mktemp -d); trap 'rm -rf "$site"' EXIT
+$PY - "$site" <<'EOF' || exit 1
+import os, sys, tomllib
+with open("pyproject.toml", "rb") as f:
+    project = tomllib.load(f)["project"]
+info = os.path.join(sys.argv[1], "%s-%s.dist-info" % (project["name"], project["version"]))
+os.mkdir(info)
+with open(os.path.join(info, "METADATA"), "w") as f:
+    f.write("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (project["name"], project["version"]))
+with open(os.path.join(info, "entry_points.txt"), "w") as f:
+    for group, points in project["entry-points"].items():
+        f.write("[%s]\n%s\n" % (group, "".join("%s = %s\n" % item for item in points.items())))
+EOF
 export PYTHONPATH=$PWD:$site TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-1}
 elapsed() { echo $(( $(date +%s) - start )); }
 left() { echo $(( LIMIT - $(elapsed) )); }

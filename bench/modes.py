@@ -61,14 +61,13 @@ def _reference_workloads():
     if "torch_tpu" in sys.modules:
         from torch_tpu import testing
         return testing
-    else:
-        import importlib.util
+    import importlib.util
 
-        path = os.path.join(os.path.dirname(HERE), "torch_tpu", "testing.py")
-        spec = importlib.util.spec_from_file_location("torch_tpu_testing", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
+    path = os.path.join(os.path.dirname(HERE), "torch_tpu", "testing.py")
+    spec = importlib.util.spec_from_file_location("torch_tpu_testing", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _make_workload(name, device):
@@ -124,7 +123,7 @@ def _child(args):
     t0 = time.perf_counter()
     import torch
     torch_tpu = None
-    if args.mode not in ("cpu", "cuda"):  # native modes run without torch_tpu (see _run_child)
+    if args.mode in TPU_MODES:  # native modes run without torch_tpu (see _run_child)
         try:
             import torch_tpu
         except ImportError as e:
@@ -260,7 +259,7 @@ def _run_child(workload, mode, phase, steps, cache_dir, plugin, threads):
     env = dict(os.environ)
     env.pop("TORCH_TPU_EAGER_MODE", None)  # the child sets its mode itself
     env["TORCH_TPU_CACHE_DIR"] = cache_dir
-    if mode in ("cpu", "cuda"):
+    if mode not in TPU_MODES:
         # Native eager runs as without torch_tpu: once loaded, the PrivateUse1 backend is
         # torch's accelerator, and torch 2.11's autograd then fails on CUDA tensors.
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"

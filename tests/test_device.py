@@ -18,34 +18,30 @@ def test_autoload_on_import_torch():
     assert out.stdout.strip() == "tpu tpu:0 [2.0, 2.0]"
 
 
-@pytest.mark.parametrize("cuda, hip, device_files, plugin, expected", [
-    (None, None, [], "", True),                       # CPU build of torch (CI, a TPU VM with CPU torch)
-    ("13.0", None, [], "", True),                     # CUDA build without a GPU (a TPU VM with PyPI torch)
-    ("13.0", None, ["/dev/nvidia0"], "", False),      # a CUDA GPU: leave CUDA autograd working
-    (None, "7.0", ["/dev/kfd"], "", False),           # a ROCm GPU
-    ("13.0", None, ["/dev/nvidia0"], "cuda", True),   # asked for: XLA:GPU as the tpu device
-    ("13.0", None, ["/dev/nvidia0"], "cpu", True),
-    ("13.0", None, ["/dev/dxg"], "", False),          # WSL2
+@pytest.mark.parametrize("cuda, hip, device_files, plugin, visible, expected", [
+    (None, None, [], "", None, True),                     # CPU build of torch (CI, a TPU VM with CPU torch)
+    ("13.0", None, [], "", None, True),                   # CUDA build without a GPU (a TPU VM with PyPI torch)
+    ("13.0", None, ["/dev/nvidia0"], "", None, False),    # a CUDA GPU: leave CUDA autograd working
+    (None, "7.0", ["/dev/kfd"], "", None, False),         # a ROCm GPU
+    ("13.0", None, ["/dev/nvidia0"], "cuda", None, True),  # asked for: XLA:GPU as the tpu device
+    ("13.0", None, ["/dev/nvidia0"], "cpu", None, True),
+    ("13.0", None, ["/dev/dxg"], "", None, False),        # WSL2
+    ("13.0", None, ["/dev/nvidia0"], "", "", True),       # every GPU hidden by CUDA_VISIBLE_DEVICES
+    ("13.0", None, ["/dev/nvidia0"], "", "-1", True),
+    ("13.0", None, ["/dev/nvidia0"], "", "0", False),
 ])
-def test_autoload_leaves_a_gpu_machine_alone_unless_asked(monkeypatch, cuda, hip, device_files, plugin, expected):
+def test_autoload_leaves_a_gpu_machine_alone_unless_asked(monkeypatch, cuda, hip, device_files, plugin, visible,
+                                                          expected):
     from torch_tpu import _autoload
 
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     monkeypatch.setattr(torch.version, "cuda", cuda)
     monkeypatch.setattr(torch.version, "hip", hip)
     monkeypatch.setattr(_autoload, "_gpu_device_files", lambda: device_files)
     monkeypatch.setenv("TORCH_TPU_PLUGIN", plugin)
-    assert _autoload.should_autoload() is expected
-
-
-@pytest.mark.parametrize("visible, expected", [("", True), ("-1", True), ("0", False)])
-def test_autoload_counts_gpus_hidden_by_cuda_visible_devices_as_absent(monkeypatch, visible, expected):
-    from torch_tpu import _autoload
-
-    monkeypatch.setattr(torch.version, "cuda", "13.0")
-    monkeypatch.setattr(_autoload, "_gpu_device_files", lambda: ["/dev/nvidia0"])
-    monkeypatch.setenv("TORCH_TPU_PLUGIN", "")
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert _autoload.should_autoload() is expected
 
 
