@@ -1,7 +1,18 @@
-"""Helpers shared by the op test files: deterministic inputs, moving
-arguments to tpu, comparing tpu results and gradients with CPU PyTorch."""
+"""Helpers shared by the test files: deterministic inputs, moving arguments to
+tpu, comparing tpu results and gradients with CPU PyTorch, fresh interpreters."""
+import os
+import subprocess
+import sys
+
 import torch
 from torch.testing import assert_close
+
+
+def run_python(code, *args, timeout=300, **env):
+    """Runs `code` in a fresh interpreter with `args` as sys.argv[1:] and `env` added
+    to this process's environment; returns the CompletedProcess (output as text)."""
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=dict(os.environ, **env), timeout=timeout)
 
 
 def make(shape, dtype=torch.float32, seed=0, low=-3, high=3):

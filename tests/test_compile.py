@@ -1,8 +1,5 @@
 """torch.compile(backend="tpu"): sealed programs, training steps, guards, graph breaks."""
 import copy
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -11,7 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_tpu
-from support import TinyCausalLM, cpu_only_scale, kv_cache_decode
+from support import TinyCausalLM, cpu_only_scale, kv_cache_decode, run_python
 from torch_tpu import _C, _compile
 from torch_tpu import testing as workloads
 
@@ -48,8 +45,7 @@ print(torch.compile(lambda x: x * 2, backend="tpu")(torch.ones(2, device="tpu"))
 
 def _last_line_without_autoload(code, *args):
     """Runs `code` in a fresh interpreter where `import torch` does not load torch_tpu."""
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300)
+    done = run_python(code, *args, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
 

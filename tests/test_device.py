@@ -5,6 +5,7 @@ import sys
 
 import pytest
 import torch
+from support import run_python
 
 
 def test_autoload_on_import_torch():
@@ -49,11 +50,10 @@ def test_import_torch_leaves_the_compile_analysis_unloaded():
     # torch.compile's padding analysis needs sympy (about half a second to import);
     # `import torch` autoloads torch_tpu, and eager-only programs never use it.
     code = "import sys, torch\nprint('torch_tpu' in sys.modules, 'torch_tpu._buckets' in sys.modules, 'sympy' in sys.modules)\n"
-    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                           env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"))
+    plain = run_python(code, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     if plain.stdout.split()[-1] == "True":
         pytest.skip("this torch imports sympy itself")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = run_python(code)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "False", "False"]
 

@@ -1,18 +1,9 @@
 """Bad input gives a clear Python exception, never a crash or a hang."""
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 import torch_tpu
-from support import cpu_only_scale
-
-
-def run_python(code, **env):
-    full_env = dict(os.environ, **env)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=120)
+from support import cpu_only_scale, run_python
 
 
 def test_mixing_tpu_and_cpu_tensors_raises_like_cuda():
@@ -100,7 +91,7 @@ def test_missing_or_broken_plugin_names_the_variable(plugin):
         "else:\n"
         "    print('NO ERROR')\n"
     )
-    out = run_python(code, TORCH_TPU_PLUGIN=plugin)
+    out = run_python(code, timeout=120, TORCH_TPU_PLUGIN=plugin)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "ERROR:" in out.stdout and "TORCH_TPU_PLUGIN" in out.stdout, out.stdout
 
@@ -118,5 +109,5 @@ def test_interpreter_exit_after_backward_is_clean():
     # half of such processes at exit (SIGABRT); torch_tpu drains it at exit.
     code = "import torch\nx = torch.randn(5, device='tpu', requires_grad=True)\ntorch.autograd.grad(x.exp().sum(), [x])\n"
     for _ in range(8):
-        out = run_python(code)
+        out = run_python(code, timeout=120)
         assert out.returncode == 0, (out.returncode, out.stderr[-1000:])

@@ -2,19 +2,13 @@
 import glob
 import os
 import struct
-import subprocess
-import sys
 
 import pytest
 import torch
 from torch.testing import assert_close
 
 import torch_tpu
-
-
-def run_python(code, **env):
-    full_env = dict(os.environ, **env)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=300)
+from support import run_python
 
 
 # ------------------------------------------------------------ modes
