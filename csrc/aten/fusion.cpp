@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -36,12 +37,22 @@ thread_local Cut t_cut_reason = Cut::DataRead;
 
 // A stable copy of an op's name: the pending graph lists its ops' names for a
 // failed graph's message, after the ops returned, and some ops name
-// themselves with a temporary string ("add_.out").
+// themselves with a temporary string ("add_.out"). Names are mostly literals,
+// so a per-thread cache by address (checked by content, since a temporary's
+// address may be reused) answers without the lock.
 const char* interned(const char* name) {
+  struct Entry {
+    const char* name = nullptr;
+    const char* copy = nullptr;
+  };
+  thread_local std::array<Entry, 256> recent;
+  Entry& entry = recent[(reinterpret_cast<uintptr_t>(name) >> 3) % recent.size()];
+  if (entry.name == name && std::strcmp(name, entry.copy) == 0) return entry.copy;
   static std::mutex mutex;
   static auto* names = new std::unordered_set<std::string>();
   std::lock_guard<std::mutex> lock(mutex);
-  return names->emplace(name).first->c_str();
+  entry = {name, names->emplace(name).first->c_str()};
+  return entry.copy;
 }
 
 struct PendingGraph {
@@ -50,12 +61,11 @@ struct PendingGraph {
   std::recursive_mutex mutex;
   ir::Graph graph;
   std::vector<engine::BufferRef> arguments;  // by parameter position
-  // Storages whose buffer is a parameter: (parameter value, position).
-  std::unordered_map<StorageValue*, std::pair<ir::Value, int>> bound;
-  // Storages with a pending value, in first-write order (= output order);
+  // Storages whose buffer is a parameter (see StorageValue::bound_node), and
+  // storages with a pending value, in first-write order (= output order);
   // nullptr once the storage died or got a buffer from elsewhere.
+  std::vector<StorageValue*> bound;
   std::vector<StorageValue*> written;
-  std::unordered_map<StorageValue*, size_t> written_slot;
   std::vector<const char*> ops;
   std::thread::id recorder;  // the thread that appended the pending ops
   uint64_t runs = 0;  // graphs run so far: a capture is valid while this stays put
@@ -65,26 +75,34 @@ struct PendingGraph {
     return graph.parameter(type);
   }
 
+  void add_bound(StorageValue* value, ir::Value parameter, int position) {
+    value->bound_node = parameter.id;
+    value->bound_position = position;
+    value->bound_slot = static_cast<int>(bound.size());
+    bound.push_back(value);
+    value->in_pending_graph = true;
+  }
+
+  static void unbind(StorageValue* value) { value->bound_node = value->bound_position = value->bound_slot = -1; }
+
   void drop_pending(StorageValue* value) {
-    auto slot = written_slot.find(value);
-    if (slot != written_slot.end()) {
-      written[slot->second] = nullptr;
-      written_slot.erase(slot);
-    }
-    bound.erase(value);
+    if (value->written_slot >= 0) written[value->written_slot] = nullptr;
+    if (value->bound_slot >= 0) bound[value->bound_slot] = nullptr;
+    unbind(value);
+    value->written_slot = -1;
     value->pending_node = -1;
     value->in_pending_graph = false;
   }
 
   void reset() {
     for (StorageValue* value : written)
-      if (value != nullptr) value->pending_node = -1, value->in_pending_graph = false;
-    for (auto& entry : bound) entry.first->in_pending_graph = false;
+      if (value != nullptr) value->pending_node = value->written_slot = -1, value->in_pending_graph = false;
+    for (StorageValue* value : bound)
+      if (value != nullptr) unbind(value), value->in_pending_graph = false;
     graph = ir::Graph();
     arguments.clear();
     bound.clear();
     written.clear();
-    written_slot.clear();
     ops.clear();
   }
 
@@ -117,9 +135,9 @@ std::vector<engine::BufferRef> PendingGraph::run(int device, Cut reason, const s
     graph.add_output(node);
     slots.push_back(slot);
     // Donate the old buffer when only this graph and the storage hold it.
-    auto it = bound.find(value);
-    if (it != bound.end()) {
-      auto [parameter, position] = it->second;
+    if (value->bound_slot >= 0) {
+      ir::Value parameter{value->bound_node};
+      int position = value->bound_position;
       const engine::BufferRef& old = arguments[position];
       if (old.use_count() == 2 && value->buffer == old && graph.type(parameter) == graph.type(node))
         graph.alias_output(position, output);
@@ -194,13 +212,12 @@ std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& gra
       v = p.bind(a.buffer, a.type);
     } else if (value->pending_node >= 0) {
       v = ir::Value{value->pending_node};
-    } else if (auto it = p.bound.find(value); it != p.bound.end()) {
-      v = it->second.first;
+    } else if (value->bound_slot >= 0) {
+      v = ir::Value{value->bound_node};
     } else if (value->buffer) {
       int position = static_cast<int>(p.arguments.size());
       v = p.bind(value->buffer, ir::Type{value->dtype, {value->numel()}});
-      p.bound.emplace(value, std::make_pair(v, position));
-      value->in_pending_graph = true;
+      p.add_bound(value, v, position);
     } else {  // emptied by another thread since the op was built: zeros, as for a fresh storage
       v = ir::full(p.graph, a.type.dtype, 0, a.type.shape);
     }
@@ -214,7 +231,10 @@ std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& gra
     value->pending_node = node.id;
     value->dtype = p.graph.type(node).dtype;
     value->in_pending_graph = true;
-    if (p.written_slot.emplace(value, p.written.size()).second) p.written.push_back(value);
+    if (value->written_slot < 0) {
+      value->written_slot = static_cast<int>(p.written.size());
+      p.written.push_back(value);
+    }
   }
   p.ops.push_back(interned(op));
   if (!results.empty()) {
@@ -298,18 +318,18 @@ std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const s
     ir::Type type{v->dtype, {v->numel()}};
     ir::Value param = p.bind(v->buffer, type);
     parameters.push_back({-1, v->buffer, type});
-    p.bound.emplace(v, std::make_pair(param, position));
-    v->in_pending_graph = true;
+    p.add_bound(v, param, position);
   };
-  for (auto& [v, entry] : p.bound) parameters[entry.second].type = p.graph.type(entry.first);
+  for (StorageValue* v : p.bound)
+    if (v != nullptr) parameters[v->bound_position].type = p.graph.type(ir::Value{v->bound_node});
   // Parameters with no storage (scalars, uploads) keep their buffer: constants of the program.
   std::unordered_map<StorageValue*, int> storage_index;
   std::vector<StorageValue*> output_values;
   auto result_for = [&](StorageValue* v) {
     auto it = storage_index.find(v);
     if (it != storage_index.end()) return it->second;
-    if (v->pending_node < 0 && !p.bound.count(v)) bind_input_or_constant(v);
-    ir::Value node = v->pending_node >= 0 ? ir::Value{v->pending_node} : p.bound.at(v).first;
+    if (v->pending_node < 0 && v->bound_slot < 0) bind_input_or_constant(v);
+    ir::Value node{v->pending_node >= 0 ? v->pending_node : v->bound_node};
     int result = static_cast<int>(p.graph.num_outputs());
     p.graph.add_output(node);
     int index = static_cast<int>(program->output_storages_.size());
@@ -326,10 +346,10 @@ std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const s
   for (auto [v, k] : input_of)
     if (v->pending_node >= 0)
       program->mutated_inputs_.emplace_back(k, program->output_storages_[result_for(v)].result);
-  for (auto& [v, entry] : p.bound)
-    if (auto it = input_of.find(v); it != input_of.end()) {
-      parameters[entry.second].input = it->second;
-      parameters[entry.second].constant = nullptr;  // not kept alive by the program
+  for (StorageValue* v : p.bound)
+    if (auto it = v != nullptr ? input_of.find(v) : input_of.end(); it != input_of.end()) {
+      parameters[v->bound_position].input = it->second;
+      parameters[v->bound_position].constant = nullptr;  // not kept alive by the program
     }
   program->graph_ = std::move(p.graph);
   p.reset();  // the captured storages get their values from the first run below

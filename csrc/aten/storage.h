@@ -22,6 +22,13 @@ struct StorageValue {
   // Whether the pending graph refers to this storage (bound or written); only
   // set by a thread holding the storage, so the deleter may read it unlocked.
   bool in_pending_graph = false;
+  // Fused mode, guarded by the pending graph's lock: where the pending graph
+  // holds this storage (-1: nowhere). Kept here, not in maps of the graph,
+  // since every recorded op looks its operands up.
+  int bound_node = -1;      // the parameter holding `buffer`
+  int bound_position = -1;  // that parameter's position
+  int bound_slot = -1;      // index in the graph's list of bound storages
+  int written_slot = -1;    // index in the graph's list of written storages
   int64_t numel() const { return static_cast<int64_t>(nbytes) / ir::byte_width(dtype); }
 };
 

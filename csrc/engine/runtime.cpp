@@ -307,7 +307,7 @@ std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Gr
 }
 
 BufferRef Runtime::upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device_index) {
-  auto buffer = client_->buffer_from_host(data, element_type(dtype), shape, device(device_index));
+  auto buffer = client_->buffer_from_host(data, element_type(dtype), shape.vec(), device(device_index));
   metrics().add("host_to_device_transfers");
   metrics().add("host_to_device_bytes", static_cast<double>(ir::numel(shape) * ir::byte_width(dtype)));
   return track(std::move(buffer), ir::Type{dtype, shape}, device_index);

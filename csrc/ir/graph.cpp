@@ -1,6 +1,8 @@
 #include "ir/graph.h"
 
+#include <bit>
 #include <charconv>
+#include <new>
 #include <cstring>
 #include <stdexcept>
 
@@ -73,6 +75,33 @@ std::string Type::mlir() const {
   s += mlir_name(dtype);
   s += '>';
   return s;
+}
+
+size_t NodeStore::chunk_of(size_t i) {
+  // Chunks 0..k-1 hold kFirst * (2^k - 1) nodes.
+  return static_cast<size_t>(std::bit_width(i / kFirst + 1)) - 1;
+}
+
+void NodeStore::push_back(Node&& node) {
+  size_t k = chunk_of(size_);
+  if (k == chunks_.size())
+    chunks_.push_back(static_cast<Node*>(::operator new(sizeof(Node) * (kFirst << k), std::align_val_t{alignof(Node)})));
+  new (chunks_[k] + (size_ - chunk_start(k))) Node(std::move(node));
+  ++size_;
+}
+
+void NodeStore::clear() {
+  for (size_t i = 0; i < size_; ++i) slot(i)->~Node();
+  for (Node* chunk : chunks_) ::operator delete(chunk, std::align_val_t{alignof(Node)});
+  chunks_.clear();
+  size_ = 0;
+}
+
+NodeStore& NodeStore::operator=(const NodeStore& other) {
+  if (this == &other) return *this;
+  clear();
+  for (size_t i = 0; i < other.size_; ++i) push_back(Node(other[i]));
+  return *this;
 }
 
 Value Graph::parameter(Type type) {
@@ -221,7 +250,7 @@ const char* comparison_direction(Combiner c) {
 bool is_result(const Node& n) { return n.op != nullptr && std::strcmp(n.op, kResultOp) == 0; }
 
 template <class Ids>
-std::string type_list(const std::deque<Node>& nodes, const Ids& ids) {
+std::string type_list(const NodeStore& nodes, const Ids& ids) {
   std::string s;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i) s += ", ";

@@ -3,11 +3,12 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "ir/ints.h"
 
 namespace tpu::ir {
 
@@ -27,7 +28,7 @@ DType complex_part(DType dtype);
 // The complex type whose parts are `dtype` (C64 for F32, C128 for F64).
 DType complex_of(DType dtype);
 
-using Shape = std::vector<int64_t>;
+using Shape = Ints;
 int64_t numel(const Shape& shape);
 
 struct Type {
@@ -69,6 +70,61 @@ struct Node {
   std::string attrs;  // rendered attribute entries, without braces
   Combiner combiner = Combiner::None;
   std::shared_ptr<const LoopRegions> loop;  // stablehlo.while only
+};
+
+// A graph's nodes, in chunks that never move (references returned by
+// Graph::type() stay valid while nodes are added): chunk k holds kFirst << k
+// nodes, so a graph of n nodes makes O(log n) allocations, not one per few nodes.
+class NodeStore {
+ public:
+  NodeStore() = default;
+  NodeStore(const NodeStore& other) { *this = other; }
+  NodeStore(NodeStore&& other) noexcept { steal(other); }
+  NodeStore& operator=(const NodeStore& other);
+  NodeStore& operator=(NodeStore&& other) noexcept {
+    if (this != &other) {
+      clear();
+      steal(other);
+    }
+    return *this;
+  }
+  ~NodeStore() { clear(); }
+
+  size_t size() const { return size_; }
+  Node& operator[](size_t i) { return *slot(i); }
+  const Node& operator[](size_t i) const { return *slot(i); }
+  void push_back(Node&& node);
+  void clear();
+
+  template <class Store, class N>
+  struct Iterator {
+    Store* store;
+    size_t i;
+    N& operator*() const { return (*store)[i]; }
+    Iterator& operator++() { ++i; return *this; }
+    bool operator!=(const Iterator& o) const { return i != o.i; }
+  };
+  Iterator<NodeStore, Node> begin() { return {this, 0}; }
+  Iterator<NodeStore, Node> end() { return {this, size_}; }
+  Iterator<const NodeStore, const Node> begin() const { return {this, 0}; }
+  Iterator<const NodeStore, const Node> end() const { return {this, size_}; }
+
+ private:
+  static constexpr size_t kFirst = 16;
+  static size_t chunk_of(size_t i);  // the chunk holding node i
+  static size_t chunk_start(size_t k) { return kFirst * ((size_t(1) << k) - 1); }
+  Node* slot(size_t i) const {
+    size_t k = chunk_of(i);
+    return chunks_[k] + (i - chunk_start(k));
+  }
+  void steal(NodeStore& other) {
+    chunks_ = std::move(other.chunks_);
+    size_ = other.size_;
+    other.chunks_.clear();
+    other.size_ = 0;
+  }
+  std::vector<Node*> chunks_;  // raw storage; nodes [0, size_) are constructed
+  size_t size_ = 0;
 };
 
 class Graph {
@@ -128,8 +184,7 @@ class Graph {
   // Appends `n` (of another graph, whose operand ids are `ids`) with each operand id mapped.
   void push_mapped(Node&& n, OperandIds ids, const std::vector<Value>& mapped);
 
-  // A deque: references returned by type() stay valid while nodes are added.
-  std::deque<Node> nodes_;
+  NodeStore nodes_;
   std::vector<int> operand_ids_;
   std::vector<int> outputs_;
   std::vector<std::pair<int, int>> aliases_;  // (parameter position, output index)

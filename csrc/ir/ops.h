@@ -11,7 +11,7 @@
 
 namespace tpu::ir {
 
-using Dims = std::vector<int64_t>;
+using Dims = Ints;
 
 // Constants. Floating values are rendered exactly (hex bit patterns).
 Value constant(Graph& g, DType dtype, double value);

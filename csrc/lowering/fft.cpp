@@ -12,7 +12,7 @@ using ir::Value;
 
 // stablehlo.fft of `type` over `dims` (at most three), which are moved
 // innermost for it and back afterwards.
-Value fft_over(ir::Graph& g, Value x, const std::vector<int64_t>& dims, ir::FftType type, int64_t irfft_length) {
+Value fft_over(ir::Graph& g, Value x, const ir::Dims& dims, ir::FftType type, int64_t irfft_length) {
   const ir::Type t = g.type(x);
   int64_t rank = t.rank();
   ir::Dims perm;
@@ -33,7 +33,7 @@ Value fft_over(ir::Graph& g, Value x, const std::vector<int64_t>& dims, ir::FftT
 }
 
 // Complex transforms over any number of dims, three at a time.
-Value c2c_groups(ir::Graph& g, Value x, const std::vector<int64_t>& dims, bool forward) {
+Value c2c_groups(ir::Graph& g, Value x, const ir::Dims& dims, bool forward) {
   for (size_t start = 0; start < dims.size(); start += 3) {
     std::vector<int64_t> group(dims.begin() + start, dims.begin() + std::min(dims.size(), start + 3));
     x = fft_over(g, x, group, forward ? ir::FftType::FFT : ir::FftType::IFFT, 0);
@@ -54,7 +54,7 @@ double factor(FftNorm norm, double n, bool xla_divided) {
   return xla_divided ? aten * n : aten;
 }
 
-double signal_size(const ir::Shape& shape, const std::vector<int64_t>& dims) {
+double signal_size(const ir::Shape& shape, const ir::Dims& dims) {
   double n = 1;
   for (int64_t d : dims) n *= static_cast<double>(shape[d]);
   return n;
@@ -62,14 +62,14 @@ double signal_size(const ir::Shape& shape, const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-Value fft_c2c(ir::Graph& g, Value x, const std::vector<int64_t>& dims, FftNorm norm, bool forward) {
+Value fft_c2c(ir::Graph& g, Value x, const ir::Dims& dims, FftNorm norm, bool forward) {
   const ir::Type t = g.type(x);
   if (ir::numel(t.shape) == 0 || dims.empty()) return x;
   Value r = c2c_groups(g, x, dims, forward);
   return scale_by(g, r, factor(norm, signal_size(t.shape, dims), !forward));
 }
 
-Value fft_r2c(ir::Graph& g, Value x, const std::vector<int64_t>& dims, FftNorm norm, bool onesided) {
+Value fft_r2c(ir::Graph& g, Value x, const ir::Dims& dims, FftNorm norm, bool onesided) {
   const ir::Type t = g.type(x);
   ir::DType complex = ir::complex_of(t.dtype);
   ir::Shape shape = t.shape;
@@ -86,7 +86,7 @@ Value fft_r2c(ir::Graph& g, Value x, const std::vector<int64_t>& dims, FftNorm n
   return scale_by(g, r, factor(norm, n, false));
 }
 
-Value fft_c2r(ir::Graph& g, Value x, const std::vector<int64_t>& dims, FftNorm norm, int64_t last_dim_size) {
+Value fft_c2r(ir::Graph& g, Value x, const ir::Dims& dims, FftNorm norm, int64_t last_dim_size) {
   const ir::Type t = g.type(x);
   ir::DType real = ir::complex_part(t.dtype);
   ir::Shape shape = t.shape;

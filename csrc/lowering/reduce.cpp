@@ -57,7 +57,7 @@ int64_t wrap_dim(int64_t dim, int64_t rank) {
   return dim < 0 ? dim + extent : dim;
 }
 
-ir::Dims reduction_dims(const std::vector<int64_t>& dims, int64_t rank) {
+ir::Dims reduction_dims(const ir::Dims& dims, int64_t rank) {
   ir::Dims out;
   if (dims.empty()) {
     for (int64_t i = 0; i < rank; ++i) out.push_back(i);

@@ -20,7 +20,7 @@ ir::DType accumulate_dtype(ir::DType t);
 int64_t wrap_dim(int64_t dim, int64_t rank);
 // Normalised, sorted, de-duplicated dims; an empty `dims` means all of them.
 // Throws c10::IndexError when a dim is out of range.
-ir::Dims reduction_dims(const std::vector<int64_t>& dims, int64_t rank);
+ir::Dims reduction_dims(const ir::Dims& dims, int64_t rank);
 // The shape of `input` reduced over `dims`.
 ir::Shape reduced_shape(const ir::Shape& input, const ir::Dims& dims, bool keepdim);
 // Number of elements reduced over.

@@ -17,7 +17,7 @@ Value triangular(ir::Graph& g, Value x, int64_t diagonal, bool lower) {
   return ir::select(g, keep, x, ir::full(g, t.dtype, 0, t.shape));
 }
 
-Value roll(ir::Graph& g, Value x, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims) {
+Value roll(ir::Graph& g, Value x, const ir::Dims& shifts, const ir::Dims& dims) {
   ir::Shape shape = g.type(x).shape;
   if (dims.empty()) {  // roll the flattened tensor, then restore the shape
     int64_t n = ir::numel(shape);
@@ -42,7 +42,7 @@ Value pad_constant(ir::Graph& g, Value x, const ir::Dims& low, const ir::Dims& h
   return ir::pad(g, x, value, low, high);
 }
 
-Value repeat(ir::Graph& g, Value x, const std::vector<int64_t>& repeats) {
+Value repeat(ir::Graph& g, Value x, const ir::Dims& repeats) {
   ir::Shape shape = g.type(x).shape;
   ir::Shape tiled, result;
   ir::Dims dims;

@@ -14,11 +14,11 @@ namespace tpu::lowering {
 ir::Value triangular(ir::Graph& g, ir::Value x, int64_t diagonal, bool lower);
 // torch.roll over `dims` (shifts already wrapped into [0, size)); for no dims,
 // the flattened tensor is rolled by shifts[0].
-ir::Value roll(ir::Graph& g, ir::Value x, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims);
+ir::Value roll(ir::Graph& g, ir::Value x, const ir::Dims& shifts, const ir::Dims& dims);
 // constant_pad_nd: `low`/`high` per dim (negative values crop), filled with `value` (a scalar of x's dtype).
 ir::Value pad_constant(ir::Graph& g, ir::Value x, const ir::Dims& low, const ir::Dims& high, ir::Value value);
 // Tensor.repeat: x (already viewed with rank == repeats.size()) tiled `repeats` times per dim.
-ir::Value repeat(ir::Graph& g, ir::Value x, const std::vector<int64_t>& repeats);
+ir::Value repeat(ir::Graph& g, ir::Value x, const ir::Dims& repeats);
 // start + step * i for i in [0, size), computed in `compute` (scalars of that type), converted to `result`.
 ir::Value arange(ir::Graph& g, ir::Value start, ir::Value step, int64_t size, ir::DType compute, ir::DType result);
 // ATen's linspace: start + step * i in the first half, end - step * (size - 1 - i) in the second.

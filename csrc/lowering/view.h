@@ -11,8 +11,8 @@
 namespace tpu::lowering {
 
 struct StridedView {
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
+  ir::Shape sizes;
+  ir::Shape strides;
   int64_t offset = 0;  // static offset, used when no dynamic offset is given
 };
 

@@ -64,6 +64,10 @@ std::string str(const T& v) {
     os << v;
   } else if constexpr (std::is_same_v<T, Type>) {
     os << v.mlir();
+  } else if constexpr (std::is_same_v<T, ir::Ints>) {
+    os << '[';
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+    os << ']';
   } else if constexpr (std::is_enum_v<T>) {
     os << static_cast<long long>(v);
   } else {
@@ -186,7 +190,7 @@ std::unique_ptr<pj::Buffer> upload(const std::vector<T>& data, DType dtype, cons
   ElementType t = element_type(dtype);
   if (width(t) != sizeof(T)) fail(__FILE__, __LINE__, "upload: host type width mismatch");
   if (static_cast<int64_t>(data.size()) != ir::numel(dims)) fail(__FILE__, __LINE__, "upload: size mismatch");
-  return env.client->buffer_from_host(data.data(), t, dims, env.device);
+  return env.client->buffer_from_host(data.data(), t, dims.vec(), env.device);
 }
 
 template <typename T>
@@ -333,6 +337,73 @@ void ir_errors() {
   EXPECT_THROW(std::invalid_argument, [&] { ir::broadcast_in_dim(g, x, {4, 2, 3}, {1}); });
   EXPECT_THROW(std::invalid_argument, [&] { ir::broadcast_to(g, x, {3}); });
   CHECK_EQ(g.size(), size_t{2});  // nothing was added by the failed builders
+}
+
+// ir::Ints keeps up to kInline entries in place and spills to the heap past
+// that; every std::vector-like operation the lowerings use must agree with
+// std::vector on both sides of the boundary, and moves must hand over the heap.
+void ir_ints() {
+  using ir::Ints;
+  for (size_t n : {size_t{0}, size_t{3}, Ints::kInline, Ints::kInline + 1, size_t{40}}) {
+    std::vector<int64_t> ref;
+    Ints v;
+    for (size_t i = 0; i < n; ++i) {
+      ref.push_back(static_cast<int64_t>(i * 7 - 3));
+      v.push_back(static_cast<int64_t>(i * 7 - 3));
+    }
+    CHECK_EQ(v.vec(), ref);
+    CHECK_EQ(Ints(ref).vec(), ref);
+    Ints copy = v;
+    CHECK(copy == v);
+    Ints moved = std::move(copy);
+    CHECK(moved == v);
+    CHECK(copy.empty());
+    copy = moved;  // assigning into a moved-from list
+    CHECK(copy == v);
+    ref.insert(ref.begin(), 99);
+    v.insert(v.begin(), 99);
+    ref.insert(ref.begin() + 1, {5, 6});
+    v.insert(v.begin() + 1, {5, 6});
+    CHECK_EQ(v.vec(), ref);
+    ref.insert(ref.end(), ref.begin(), ref.begin() + 2);  // a range of the list itself
+    v.insert(v.end(), v.begin(), v.begin() + 2);
+    CHECK_EQ(v.vec(), ref);
+    ref.erase(ref.begin() + 1);
+    v.erase(v.begin() + 1);
+    ref.erase(ref.end() - 2, ref.end());
+    v.erase(v.end() - 2, v.end());
+    CHECK_EQ(v.vec(), ref);
+    ref.resize(n + 2, 4);
+    v.resize(n + 2, 4);
+    CHECK_EQ(v.vec(), ref);
+    CHECK_EQ(std::vector<int64_t>(v.rbegin(), v.rend()), std::vector<int64_t>(ref.rbegin(), ref.rend()));
+  }
+  CHECK((Ints{1, 2} < Ints{1, 3}));
+  CHECK((Ints{1, 2} != Ints{1, 2, 0}));
+  CHECK_EQ(Ints(3, 9).vec(), (std::vector<int64_t>{9, 9, 9}));
+}
+
+// A graph's nodes live in chunks of growing size: types stay valid while
+// nodes are added, and copies and moves keep every node.
+void ir_node_store() {
+  Graph g;
+  Value x = param(g, DType::F32, {2, 3});
+  const Type& first = g.type(x);
+  Value v = x;
+  for (int i = 0; i < 1000; ++i) v = g.add("stablehlo.negate", {v}, g.type(v));
+  CHECK_EQ(g.size(), size_t{1001});
+  CHECK_EQ(first, (Type{DType::F32, {2, 3}}));  // the reference taken before the growth
+  CHECK_EQ(&first, &g.type(x));
+  g.add_output(v);
+  Graph copy = g;
+  CHECK_EQ(copy.key(), g.key());
+  Graph moved = std::move(copy);
+  CHECK_EQ(moved.key(), g.key());
+  CHECK_EQ(moved.to_mlir(), g.to_mlir());
+  Graph appended;
+  std::vector<Value> mapped = appended.append(std::move(moved), {appended.parameter(Type{DType::F32, {2, 3}})});
+  CHECK_EQ(appended.size(), size_t{1001});
+  CHECK_EQ(mapped[v.id].id, 1000);
 }
 
 void ir_identity_folds() {
@@ -1066,6 +1137,8 @@ const Case kCases[] = {
     {"ir_graph_text", ir_graph_text, false},
     {"ir_key", ir_key, false},
     {"ir_errors", ir_errors, false},
+    {"ir_ints", ir_ints, false},
+    {"ir_node_store", ir_node_store, false},
     {"ir_identity_folds", ir_identity_folds, false},
     {"plugin_api_version", plugin_api_version, true},
     {"plugin_load_twice", plugin_load_twice, true},
