@@ -429,7 +429,7 @@ at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool ke
   if (dim.empty())
     TORCH_CHECK(self.numel() > 0, "hash_tensor: Expected reduction dim to be specified for input.numel() == 0. "
                 "Specify the reduction dim with the 'dim' argument.");
-  ir::Dims dims = lowering::reduction_dims(std::vector<int64_t>(dim.begin(), dim.end()), self.dim());
+  ir::Dims dims = lowering::reduction_dims(ir::Dims(dim.begin(), dim.end()), self.dim());
   for (int64_t d : dims)
     TORCH_CHECK_INDEX(self.size(d) > 0, "hash_tensor: Expected reduction dim ", d, " to have non-zero size.");
   TORCH_CHECK(!c10::isFloatingType(t) || platform_has_f64(), "hash_tensor of floating tensors needs float64 on tpu");

@@ -264,7 +264,7 @@ ir::Value Program::read(const at::Tensor& t) {
   ir::Value storage = lowering::reinterpret(graph_, state.current, dtype);
   if (t.is_contiguous())
     return lowering::read_contiguous(graph_, storage, sizes, t.storage_offset(), dynamic_offset(t));
-  lowering::StridedView view{sizes, std::vector<int64_t>(t.strides().begin(), t.strides().end()),
+  lowering::StridedView view{sizes, ir::Shape(t.strides().begin(), t.strides().end()),
                              t.storage_offset()};
   return lowering::read_strided(graph_, storage, view, dynamic_offset(t));
 }
@@ -307,7 +307,7 @@ void Program::write(const at::Tensor& dst, ir::Value v) {
   }
   StorageState& state = state_for(dst);
   ir::Value storage = lowering::reinterpret(graph_, state.current, dtype);
-  lowering::StridedView view{sizes, std::vector<int64_t>(dst.strides().begin(), dst.strides().end()),
+  lowering::StridedView view{sizes, ir::Shape(dst.strides().begin(), dst.strides().end()),
                              dst.storage_offset()};
   state.current = lowering::write_strided(graph_, storage, v, view, dynamic_offset(dst));
   state.written = true;

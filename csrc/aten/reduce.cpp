@@ -28,7 +28,7 @@ struct Result {
 };
 
 ir::Dims dims_of(const at::Tensor& self, at::OptionalIntArrayRef dim) {
-  return lowering::reduction_dims(dim.has_value() ? dim->vec() : std::vector<int64_t>{}, self.dim());
+  return lowering::reduction_dims(dim.has_value() ? ir::Dims(dim->begin(), dim->end()) : ir::Dims{}, self.dim());
 }
 
 // Runs `build` on self's value; its results (shape: self reduced over `dims`)

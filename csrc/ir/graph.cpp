@@ -2,8 +2,8 @@
 
 #include <bit>
 #include <charconv>
-#include <new>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 
 namespace tpu::ir {

@@ -35,7 +35,7 @@ Value fft_over(ir::Graph& g, Value x, const ir::Dims& dims, ir::FftType type, in
 // Complex transforms over any number of dims, three at a time.
 Value c2c_groups(ir::Graph& g, Value x, const ir::Dims& dims, bool forward) {
   for (size_t start = 0; start < dims.size(); start += 3) {
-    std::vector<int64_t> group(dims.begin() + start, dims.begin() + std::min(dims.size(), start + 3));
+    ir::Dims group(dims.begin() + start, dims.begin() + std::min(dims.size(), start + 3));
     x = fft_over(g, x, group, forward ? ir::FftType::FFT : ir::FftType::IFFT, 0);
   }
   return x;
@@ -79,7 +79,7 @@ Value fft_r2c(ir::Graph& g, Value x, const ir::Dims& dims, FftNorm norm, bool on
   Value r;
   if (onesided) {
     r = fft_over(g, x, {dims.back()}, ir::FftType::RFFT, 0);
-    r = c2c_groups(g, r, std::vector<int64_t>(dims.begin(), dims.end() - 1), true);
+    r = c2c_groups(g, r, ir::Dims(dims.begin(), dims.end() - 1), true);
   } else {
     r = c2c_groups(g, ir::convert(g, x, complex), dims, true);
   }
@@ -104,7 +104,7 @@ Value fft_c2r(ir::Graph& g, Value x, const ir::Dims& dims, FftNorm norm, int64_t
     high[last] = half - t.shape[last];
     x = ir::pad(g, x, ir::constant(g, t.dtype, 0), low, high);
   }
-  Value r = c2c_groups(g, x, std::vector<int64_t>(dims.begin(), dims.end() - 1), false);
+  Value r = c2c_groups(g, x, ir::Dims(dims.begin(), dims.end() - 1), false);
   r = fft_over(g, r, {last}, ir::FftType::IRFFT, last_dim_size);
   return scale_by(g, r, factor(norm, signal_size(shape, dims), true));
 }

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "ir/graph.h"
 #include "ir/ops.h"

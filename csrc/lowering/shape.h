@@ -2,7 +2,6 @@
 // and the values of range factories (arange, linspace).
 #pragma once
 
-#include <vector>
 
 #include "ir/graph.h"
 #include "ir/ops.h"

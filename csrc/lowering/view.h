@@ -4,7 +4,6 @@
 #pragma once
 
 #include <optional>
-#include <vector>
 
 #include "ir/graph.h"
 
