@@ -109,33 +109,42 @@ Tensors batched_map(const char* name, int device, size_t n, F&& element) {
 // SLOW: the stem of ATen's per-tensor kernels (maximum/minimum run
 // clamp_min/clamp_max, as in ATen).
 
-#define FOREACH_SCALAR(NAME, OP, SLOW)                                                                   \
+// ARG(s): what each element's OP receives for the scalar `s`, made once per
+// list for the arithmetic ops: ATen's add/sub/mul/div.Scalar wrap the number in
+// a 0-dim CPU tensor and call the .Tensor overload, so the foreach op does that
+// once instead of once per element (and skips a dispatch per element).
+#define AS_SCALAR(s) (s)
+#define AS_WRAPPED(s) scalar_operand(s)
+
+#define FOREACH_SCALAR(NAME, OP, SLOW, ARG)                                                              \
   Tensors NAME##_scalar(TL self, const c10::Scalar& s) {                                                 \
     check_foreach_api_restrictions(self);                                                                \
     int d = common_device({self});                                                                       \
     if (d < 0) return at::native::foreach_tensor_##SLOW##_scalar_kernel_slow(self, s);                   \
-    return batched_map("_foreach_" #NAME ".Scalar", d, self.size(), [&](size_t i) { return self[i].OP(s); }); \
+    const auto arg = ARG(s);                                                                             \
+    return batched_map("_foreach_" #NAME ".Scalar", d, self.size(), [&](size_t i) { return self[i].OP(arg); }); \
   }                                                                                                      \
   void NAME##_scalar_(TL self, const c10::Scalar& s) {                                                   \
     check_foreach_api_restrictions(self);                                                                \
     int d = common_device({self});                                                                       \
     if (d < 0) return at::native::foreach_tensor_##SLOW##_scalar_kernel_slow_(self, s);                  \
-    batched("_foreach_" #NAME "_.Scalar", d, self.size(), [&](size_t i) { self[i].OP##_(s); });          \
+    const auto arg = ARG(s);                                                                             \
+    batched("_foreach_" #NAME "_.Scalar", d, self.size(), [&](size_t i) { self[i].OP##_(arg); });        \
   }
 
-#define FOREACH_SCALARLIST(NAME, OP, SLOW)                                                               \
+#define FOREACH_SCALARLIST(NAME, OP, SLOW, ARG)                                                               \
   Tensors NAME##_scalarlist(TL self, Scalars s) {                                                        \
     check_foreach_api_restrictions(self, s);                                                             \
     int d = common_device({self});                                                                       \
     if (d < 0) return at::native::foreach_tensor_##SLOW##_scalarlist_kernel_slow(self, s);               \
     return batched_map("_foreach_" #NAME ".ScalarList", d, self.size(),                                  \
-                       [&](size_t i) { return self[i].OP(s[i]); });                                      \
+                       [&](size_t i) { return self[i].OP(ARG(s[i])); });                                      \
   }                                                                                                      \
   void NAME##_scalarlist_(TL self, Scalars s) {                                                          \
     check_foreach_api_restrictions(self, s);                                                             \
     int d = common_device({self});                                                                       \
     if (d < 0) return at::native::foreach_tensor_##SLOW##_scalarlist_kernel_slow_(self, s);              \
-    batched("_foreach_" #NAME "_.ScalarList", d, self.size(), [&](size_t i) { self[i].OP##_(s[i]); });   \
+    batched("_foreach_" #NAME "_.ScalarList", d, self.size(), [&](size_t i) { self[i].OP##_(ARG(s[i])); });   \
   }
 
 #define FOREACH_LIST(NAME, OP, SLOW)                                                                     \
@@ -186,24 +195,24 @@ Tensors batched_map(const char* name, int device, size_t n, F&& element) {
     batched("_foreach_" #NAME "_.Tensor", d, self.size(), [&](size_t i) { self[i].NAME##_(other); });    \
   }
 
-FOREACH_SCALAR(add, add, add)
-FOREACH_SCALAR(sub, sub, sub)
-FOREACH_SCALAR(mul, mul, mul)
-FOREACH_SCALAR(div, div, div)
-FOREACH_SCALAR(clamp_min, clamp_min, clamp_min)
-FOREACH_SCALAR(clamp_max, clamp_max, clamp_max)
-FOREACH_SCALAR(maximum, clamp_min, clamp_min)
-FOREACH_SCALAR(minimum, clamp_max, clamp_max)
-FOREACH_SCALAR(pow, pow, pow)
-FOREACH_SCALARLIST(add, add, add)
-FOREACH_SCALARLIST(sub, sub, sub)
-FOREACH_SCALARLIST(mul, mul, mul)
-FOREACH_SCALARLIST(div, div, div)
-FOREACH_SCALARLIST(clamp_min, clamp_min, clamp_min)
-FOREACH_SCALARLIST(clamp_max, clamp_max, clamp_max)
-FOREACH_SCALARLIST(maximum, clamp_min, clamp_min)
-FOREACH_SCALARLIST(minimum, clamp_max, clamp_max)
-FOREACH_SCALARLIST(pow, pow, pow)
+FOREACH_SCALAR(add, add, add, AS_WRAPPED)
+FOREACH_SCALAR(sub, sub, sub, AS_WRAPPED)
+FOREACH_SCALAR(mul, mul, mul, AS_WRAPPED)
+FOREACH_SCALAR(div, div, div, AS_WRAPPED)
+FOREACH_SCALAR(clamp_min, clamp_min, clamp_min, AS_SCALAR)
+FOREACH_SCALAR(clamp_max, clamp_max, clamp_max, AS_SCALAR)
+FOREACH_SCALAR(maximum, clamp_min, clamp_min, AS_SCALAR)
+FOREACH_SCALAR(minimum, clamp_max, clamp_max, AS_SCALAR)
+FOREACH_SCALAR(pow, pow, pow, AS_SCALAR)
+FOREACH_SCALARLIST(add, add, add, AS_WRAPPED)
+FOREACH_SCALARLIST(sub, sub, sub, AS_WRAPPED)
+FOREACH_SCALARLIST(mul, mul, mul, AS_WRAPPED)
+FOREACH_SCALARLIST(div, div, div, AS_WRAPPED)
+FOREACH_SCALARLIST(clamp_min, clamp_min, clamp_min, AS_SCALAR)
+FOREACH_SCALARLIST(clamp_max, clamp_max, clamp_max, AS_SCALAR)
+FOREACH_SCALARLIST(maximum, clamp_min, clamp_min, AS_SCALAR)
+FOREACH_SCALARLIST(minimum, clamp_max, clamp_max, AS_SCALAR)
+FOREACH_SCALARLIST(pow, pow, pow, AS_SCALAR)
 FOREACH_LIST_ALPHA(add)
 FOREACH_LIST_ALPHA(sub)
 FOREACH_LIST(mul, mul, mul)
@@ -216,6 +225,8 @@ FOREACH_LIST(pow, pow, pow)
 FOREACH_TENSOR(mul)
 FOREACH_TENSOR(div)
 #undef FOREACH_SCALAR
+#undef AS_SCALAR
+#undef AS_WRAPPED
 #undef FOREACH_SCALARLIST
 #undef FOREACH_LIST
 #undef FOREACH_LIST_ALPHA

@@ -192,9 +192,9 @@ const char* cut_name(Cut reason) {
 bool fused_mode() { return engine::eager_mode() == engine::EagerMode::Fused; }
 
 std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& graph,
-                                     const std::vector<ProgramArgument>& arguments,
-                                     const std::vector<std::pair<StorageValue*, ir::Value>>& written,
-                                     const std::vector<ir::Value>& results) {
+                                     std::span<const ProgramArgument> arguments,
+                                     std::span<const std::pair<StorageValue*, ir::Value>> written,
+                                     std::span<const ir::Value> results) {
   PendingGraph& p = pending_for(device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
   // Ops from another thread start a new graph. Backward runs on autograd's
@@ -203,8 +203,7 @@ std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& gra
   // host and device instead of alternating between them.
   if (!p.ops.empty() && p.recorder != std::this_thread::get_id()) p.run(device, Cut::ThreadSwitch, {});
   p.recorder = std::this_thread::get_id();
-  std::vector<ir::Value> inputs;
-  inputs.reserve(arguments.size());
+  c10::SmallVector<ir::Value, 8> inputs;
   for (const ProgramArgument& a : arguments) {
     StorageValue* value = a.storage;
     ir::Value v;
@@ -225,7 +224,9 @@ std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& gra
     if (p.graph.type(v).dtype != a.type.dtype) v = lowering::reinterpret(p.graph, v, a.type.dtype);
     inputs.push_back(v);
   }
-  std::vector<ir::Value> mapped = p.graph.append(std::move(graph), inputs);
+  // One buffer per thread for the op's node mapping: a few nodes, once per op.
+  thread_local std::vector<ir::Value> mapped;
+  p.graph.append(std::move(graph), inputs, mapped);
   for (auto [value, v] : written) {
     ir::Value node = mapped[v.id];
     value->pending_node = node.id;

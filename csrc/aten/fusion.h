@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -35,9 +36,9 @@ struct ProgramArgument {
 // storage the op writes with its new value in `graph`. When `results` is not
 // empty the pending graph is run at once and their buffers returned.
 std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& graph,
-                                     const std::vector<ProgramArgument>& arguments,
-                                     const std::vector<std::pair<StorageValue*, ir::Value>>& written,
-                                     const std::vector<ir::Value>& results);
+                                     std::span<const ProgramArgument> arguments,
+                                     std::span<const std::pair<StorageValue*, ir::Value>> written,
+                                     std::span<const ir::Value> results);
 
 // Runs the pending graph of `device` (or of every device), if any.
 void flush(int device, Cut reason);

@@ -51,7 +51,7 @@ class ProgramBatch {
 // Runs an elementwise op: inputs are converted to `compute` and broadcast to
 // one shape, `build` combines them, the result lands in `out` (in-place or
 // out=) or in a new tensor of dtype `result`.
-at::Tensor elementwise(const char* name, const std::vector<at::Tensor>& inputs, c10::ScalarType compute,
+at::Tensor elementwise(const char* name, at::ArrayRef<at::Tensor> inputs, c10::ScalarType compute,
                        c10::ScalarType result, const Build& build, const at::Tensor* out = nullptr,
                        bool inplace = false);
 

@@ -315,7 +315,7 @@ void Program::write(const at::Tensor& dst, ir::Value v) {
 
 std::vector<engine::BufferRef> Program::run() {
   if (!fused_mode()) return run_now();
-  std::vector<std::pair<StorageValue*, ir::Value>> written;
+  c10::SmallVector<std::pair<StorageValue*, ir::Value>, 4> written;
   for (auto& s : storages_)
     if (s.written) written.emplace_back(s.value, s.current);
   if (written.empty() && results_.empty()) return {};
@@ -323,7 +323,7 @@ std::vector<engine::BufferRef> Program::run() {
 }
 
 std::vector<engine::BufferRef> Program::run_now() {
-  std::vector<StorageState*> written;
+  c10::SmallVector<StorageState*, 4> written;
   for (auto& s : storages_) {
     if (!s.written) continue;
     int output = static_cast<int>(graph_.num_outputs());

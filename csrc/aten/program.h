@@ -71,8 +71,9 @@ class Program {
   int device_;
   ir::Graph graph_;
   std::vector<engine::BufferRef> run_now();
-  std::vector<ProgramArgument> arguments_;  // by parameter position
-  std::vector<ir::Value> results_;
+  // Inline capacities fit a plain op (two reads, one write): no allocation.
+  c10::SmallVector<ProgramArgument, 4> arguments_;  // by parameter position
+  c10::SmallVector<ir::Value, 2> results_;
   // What each operand read was, for error messages and logs; formatted only
   // when needed (operands() ), since building text per op costs more than the op.
   struct Operand {
@@ -89,7 +90,7 @@ class Program {
   std::string operands() const;  // "[2, 3] float32, scalar float32, ..."
   // Storages read or written, in first-use order. Most programs touch a few,
   // found by a scan; a batch indexes them once it grows.
-  std::vector<StorageState> storages_;
+  c10::SmallVector<StorageState, 4> storages_;
   std::unordered_map<StorageValue*, size_t> storage_index_;
   StorageState* find_storage(StorageValue* value);
   StorageState& add_storage(StorageState&& state);

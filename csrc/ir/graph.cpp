@@ -114,6 +114,8 @@ Value Graph::add_node(const char* op, const Value* operands, size_t count, Type 
                       Combiner combiner) {
   Node node{op, static_cast<uint32_t>(operand_ids_.size()), static_cast<uint32_t>(count), std::move(type),
             std::move(attrs), combiner};
+  // An op's graph has a handful of nodes: one allocation instead of growing by 1, 2, 4, 8.
+  if (operand_ids_.capacity() == 0) operand_ids_.reserve(16);
   for (size_t i = 0; i < count; ++i) {
     if (operands[i].id < 0 || operands[i].id >= static_cast<int>(nodes_.size())) {
       operand_ids_.resize(node.first_operand);
@@ -149,9 +151,15 @@ std::vector<Value> Graph::append(const Graph& other, const std::vector<Value>& a
 }
 
 std::vector<Value> Graph::append(Graph&& other, const std::vector<Value>& arguments) {
+  std::vector<Value> mapped;
+  append(std::move(other), std::span<const Value>(arguments), mapped);
+  return mapped;
+}
+
+void Graph::append(Graph&& other, std::span<const Value> arguments, std::vector<Value>& mapped) {
   if (&other == this) throw std::logic_error("ir: a graph cannot append itself");
   if (arguments.size() != other.num_parameters_) throw std::logic_error("ir: append needs one value per parameter");
-  std::vector<Value> mapped;
+  mapped.clear();
   mapped.reserve(other.nodes_.size());
   size_t next_argument = 0;
   for (Node& n : other.nodes_) {
@@ -164,7 +172,6 @@ std::vector<Value> Graph::append(Graph&& other, const std::vector<Value>& argume
     mapped.push_back(Value{static_cast<int>(nodes_.size()) - 1});
   }
   other = Graph();
-  return mapped;
 }
 
 std::vector<Value> Graph::add_while(std::vector<Value> init, std::shared_ptr<const LoopRegions> loop) {

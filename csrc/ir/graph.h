@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,9 @@ class Graph {
   std::vector<Value> append(const Graph& other, const std::vector<Value>& arguments);
   // The same, moving `other`'s nodes instead of copying them.
   std::vector<Value> append(Graph&& other, const std::vector<Value>& arguments);
+  // The same, into `mapped` (replaced): a caller appending graph after graph
+  // (the pending graph, once per op) reuses one buffer instead of allocating.
+  void append(Graph&& other, std::span<const Value> arguments, std::vector<Value>& mapped);
   // Input/output aliasing: the buffer of parameter `parameter` (by position)
   // is donated to output `output`, which must have the parameter's type.
   void alias_output(int parameter, int output) { aliases_.push_back({parameter, output}); }

@@ -406,6 +406,35 @@ void ir_node_store() {
   CHECK_EQ(mapped[v.id].id, 1000);
 }
 
+// Appending into a reused buffer (the pending graph, once per op) replaces
+// its contents: each op's mapping, not the sum of them.
+void ir_append_into_buffer() {
+  Graph pending;
+  Value a = pending.parameter(Type{DType::F32, {4}});
+  std::vector<Value> mapped(50, Value{7});  // stale contents from an earlier op
+  for (int op = 0; op < 3; ++op) {
+    Graph one;
+    Value x = param(one, DType::F32, {4});
+    Value y = one.add("stablehlo.negate", {x}, one.type(x));
+    pending.append(std::move(one), std::span<const Value>(&a, 1), mapped);
+    CHECK_EQ(mapped.size(), size_t{2});
+    CHECK_EQ(mapped[x.id].id, a.id);
+    CHECK_EQ(mapped[y.id].id, static_cast<int>(pending.size()) - 1);
+    CHECK_EQ(one.size(), size_t{0});  // consumed
+    a = mapped[y.id];
+  }
+  CHECK_EQ(pending.size(), size_t{4});
+  Graph bad;
+  param(bad, DType::F32, {4});
+  bool threw = false;
+  try {
+    pending.append(std::move(bad), std::span<const Value>(), mapped);
+  } catch (const std::logic_error&) {
+    threw = true;
+  }
+  CHECK(threw);
+}
+
 void ir_identity_folds() {
   Graph g;
   Value x = param(g, DType::F32, {2, 3});
@@ -1139,6 +1168,7 @@ const Case kCases[] = {
     {"ir_errors", ir_errors, false},
     {"ir_ints", ir_ints, false},
     {"ir_node_store", ir_node_store, false},
+    {"ir_append_into_buffer", ir_append_into_buffer, false},
     {"ir_identity_folds", ir_identity_folds, false},
     {"plugin_api_version", plugin_api_version, true},
     {"plugin_load_twice", plugin_load_twice, true},
