@@ -4,7 +4,8 @@ native CUDA eager.
 
     python bench/modes.py [--workloads mlp gpt-tiny gpt-small]
                           [--modes cpu strict fused [compiled] [cuda]]
-                          [--steps N] [--plugin cpu|cuda|tpu|/path/plugin.so]
+                          [--steps N] [--rounds R] [--interleave]
+                          [--plugin cpu|cuda|tpu|/path/plugin.so]
                           [--out bench/results/modes.json] [--chart bench/results/modes.png]
 
 Every (workload, mode) runs in fresh subprocesses so that caches and memory peaks
@@ -23,6 +24,13 @@ modes run R times in turn (strict, fused, ..., strict, fused, ...), each time in
 fresh process, and the steady step time is the median of the R per-run medians: on
 a shared machine whose speed drifts, every mode then samples the same periods, which
 steadies the ratios between modes.
+
+With --interleave, each workload also gets one more process that holds a model and
+optimizer per tpu mode (same seed, same batches) and runs them in turn, in blocks of
+--interleave-steps steps closed by a synchronize, 2 x --rounds blocks per mode in
+alternating order. Every ratio between modes is then taken block by block, between
+steps measured seconds apart under the same load, and reported as the median of the
+per-block ratios (the report's results_interleaved[workload]).
 """
 import argparse
 import contextlib
@@ -109,16 +117,88 @@ def _make_workload(name, device):
     return model, opt, forward, batches, info
 
 
-def _child(args):
-    """Runs one (workload, mode) in this process and writes a JSON record."""
-    record = {"workload": args.workload, "mode": args.mode, "phase": args.phase}
+def _train_step(opt, forward, compiled):
+    """zero_grad, forward, backward, optimizer step; returns the loss (not read)."""
+    def train_step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = forward(x, y)
+        loss.backward()
+        opt.step()
+        return loss
 
+    if compiled:
+        import torch
+        return torch.compile(train_step, backend="tpu")
+    return train_step
+
+
+def _finisher(record, path):
+    """finish(status, error=None): sets the record's status (and error) and writes it to `path`."""
     def finish(status, error=None):
         record["status"] = status
         if error is not None:
             record["error"] = error
-        with open(args.child_out, "w") as f:
+        with open(path, "w") as f:
             json.dump(record, f)
+    return finish
+
+
+def _interleaved_child(args):
+    """Runs the tpu modes of args.mode (comma-separated) in one process, block by
+    block in turn, and writes their per-block step times and block-wise ratios."""
+    modes = args.mode.split(",")
+    record = {"workload": args.workload, "mode": args.mode, "phase": "interleaved",
+              "block_steps": args.steps, "blocks_per_mode": 2 * args.rounds}
+
+    finish = _finisher(record, args.child_out)
+
+    try:
+        import torch
+        import torch_tpu
+
+        steps = {}
+        for mode in modes:
+            torch_tpu.set_eager_mode("strict" if mode == "compiled" else mode)
+            model, opt, forward, batches, _ = _make_workload(args.workload, "tpu")
+            steps[mode] = (_train_step(opt, forward, compiled=mode == "compiled"), batches)
+
+        def block(mode, n):
+            torch_tpu.set_eager_mode("strict" if mode == "compiled" else mode)
+            train_step, batches = steps[mode]
+            torch.tpu.synchronize()
+            start = time.perf_counter()
+            for i in range(n):
+                x, y = batches[i % len(batches)]
+                train_step(x.to("tpu"), y.to("tpu")).item()
+            torch.tpu.synchronize()
+            return (time.perf_counter() - start) / n
+
+        for mode in modes:  # compile and warm every mode before timing any
+            block(mode, WARMUP_STEPS + 1)
+        times = {mode: [] for mode in modes}
+        for b in range(2 * args.rounds):
+            for mode in (modes if b % 2 == 0 else modes[::-1]):
+                times[mode].append(block(mode, args.steps))
+        record["step_s"] = times
+        record["step_median_s"] = {m: statistics.median(v) for m, v in times.items()}
+        ratios = {}
+        for faster, slower in (("fused", "strict"), ("compiled", "strict"), ("compiled", "fused")):
+            if faster in times and slower in times:
+                per_block = [s / f for s, f in zip(times[slower], times[faster])]
+                ratios["%s_over_%s_throughput" % (faster, slower)] = {
+                    "median": statistics.median(per_block), "min": min(per_block), "max": max(per_block),
+                    "per_block": per_block}
+        record["ratios"] = ratios
+        return finish("ok")
+    except Exception as e:  # noqa: BLE001 - recorded, never hidden
+        return finish("error", "%s: %s" % (type(e).__name__, str(e)[:2000]))
+
+
+def _child(args):
+    """Runs one (workload, mode) in this process and writes a JSON record."""
+    record = {"workload": args.workload, "mode": args.mode, "phase": args.phase}
+
+    finish = _finisher(record, args.child_out)
 
     t0 = time.perf_counter()
     import torch
@@ -166,15 +246,7 @@ def _child(args):
         model, opt, forward, batches, info = _make_workload(args.workload, device)
         record["workload_info"] = info
 
-        def train_step(x, y):
-            opt.zero_grad(set_to_none=True)
-            loss = forward(x, y)
-            loss.backward()
-            opt.step()
-            return loss
-
-        if mode == "compiled":
-            train_step = torch.compile(train_step, backend="tpu")
+        train_step = _train_step(opt, forward, compiled=mode == "compiled")
 
         step_index = [0]
 
@@ -255,7 +327,7 @@ def _child(args):
 
 # --------------------------------------------------------------------------- parent
 
-def _run_child(workload, mode, phase, steps, cache_dir, plugin, threads):
+def _run_child(workload, mode, phase, steps, cache_dir, plugin, threads, rounds=1):
     env = dict(os.environ)
     env.pop("TORCH_TPU_EAGER_MODE", None)  # the child sets its mode itself
     env["TORCH_TPU_CACHE_DIR"] = cache_dir
@@ -268,7 +340,7 @@ def _run_child(workload, mode, phase, steps, cache_dir, plugin, threads):
     fd, out = tempfile.mkstemp(prefix="modes-", suffix=".json")
     os.close(fd)
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--workload", workload, "--mode", mode,
-           "--phase", phase, "--steps", str(steps), "--child-out", out] + (
+           "--phase", phase, "--steps", str(steps), "--rounds", str(rounds), "--child-out", out] + (
                ["--threads", str(threads)] if threads else [])
     start = time.perf_counter()
     try:
@@ -502,6 +574,11 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=1,
                         help="run each workload's modes this many times in turn; steady step = median of the "
                              "runs' medians (default 1)")
+    parser.add_argument("--interleave", action="store_true",
+                        help="also run the tpu modes block by block in one process and report block-wise "
+                             "ratios (see above)")
+    parser.add_argument("--interleave-steps", type=int, default=10,
+                        help="steps per interleaved block (default 10)")
     parser.add_argument("--child-timeout", type=float, default=CHILD_TIMEOUT_S,
                         help="seconds one subprocess may run before it is recorded as an error (default %d)"
                         % CHILD_TIMEOUT_S)
@@ -515,11 +592,13 @@ def main(argv=None):
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return _child(args)
+        return _interleaved_child(args) if args.phase == "interleaved" else _child(args)
     if args.steps is not None and args.steps < 1:
         parser.error("--steps must be at least 1")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.interleave_steps < 1:
+        parser.error("--interleave-steps must be at least 1")
     if args.child_timeout <= 0:
         parser.error("--child-timeout must be positive")
     CHILD_TIMEOUT_S = args.child_timeout
@@ -561,6 +640,19 @@ def main(argv=None):
         if args.rounds > 1:
             for mode in ok:
                 _combine_rounds(report["results"][workload][mode], medians[mode])
+        together = [m for m in ok if m in TPU_MODES]
+        if args.interleave and len(together) > 1:
+            print("[%6.0fs] %s / %s interleaved, %d blocks of %d steps each" % (
+                time.perf_counter() - started, workload, "+".join(together), 2 * args.rounds,
+                args.interleave_steps), file=sys.stderr, flush=True)
+            with _private_cache_dir() as cache_dir:
+                r = _run_child(workload, ",".join(together), "interleaved", args.interleave_steps, cache_dir,
+                               args.plugin, args.threads, rounds=args.rounds)
+            report.setdefault("results_interleaved", {})[workload] = r
+            if r["status"] != "ok":
+                print("          %s: %s" % (r["status"], (r.get("error") or "").splitlines()[0][:200]),
+                      file=sys.stderr, flush=True)
+            _save(report, args.out, complete=False)
     tpu_plugin = next((v["plugin"] for modes in report["results"].values() for v in modes.values()
                        if v.get("plugin")), None)
     if tpu_plugin:
@@ -576,6 +668,13 @@ def main(argv=None):
     for workload, r in report["ratios"].items():
         shown = ", ".join("%s %.3g" % (k, v) for k, v in r.items() if v is not None and not math.isnan(v))
         print("%s: %s" % (workload, shown or "no ratios"))
+    for workload, r in report.get("results_interleaved", {}).items():
+        if r.get("status") == "ok":
+            print("%s interleaved (%d blocks of %d steps per mode): %s; %s" % (
+                workload, r["blocks_per_mode"], r["block_steps"],
+                ", ".join("%s %.2f ms" % (m, v * 1e3) for m, v in r["step_median_s"].items()),
+                ", ".join("%s %.3g (%.3g-%.3g)" % (k, v["median"], v["min"], v["max"])
+                          for k, v in r["ratios"].items())))
     for workload, modes in report["results"].items():
         for mode, v in modes.items():
             if v.get("fallbacks_total"):

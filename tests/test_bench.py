@@ -49,3 +49,23 @@ def test_the_report_is_saved_after_each_mode(monkeypatch, tmp_path):
     report = json.loads(out.read_text())
     assert report["complete"] is False
     assert list(report["results"]["mlp"]) == ["cpu", "strict"]
+
+
+def test_interleaved_modes_share_one_process_and_ratios_are_per_block():
+    with tempfile.TemporaryDirectory() as cache_dir:
+        record = modes._run_child("mlp", "strict,fused", "interleaved", 2, cache_dir, None, None, rounds=2)
+    assert record["status"] == "ok", record.get("error")
+    times = record["step_s"]
+    assert sorted(times) == ["fused", "strict"]
+    assert all(len(v) == 4 and all(t > 0 for t in v) for v in times.values())
+    ratio = record["ratios"]["fused_over_strict_throughput"]
+    assert ratio["per_block"] == pytest.approx([s / f for s, f in zip(times["strict"], times["fused"])])
+    assert ratio["min"] <= ratio["median"] <= ratio["max"]
+    assert "compiled_over_fused_throughput" not in record["ratios"]
+
+
+def test_an_interleaved_run_that_fails_is_recorded_with_its_message():
+    with tempfile.TemporaryDirectory() as cache_dir:
+        record = modes._run_child("mlp", "strict,no_such_mode", "interleaved", 2, cache_dir, None, None)
+    assert record["status"] == "error"
+    assert "no_such_mode" in record["error"]
