@@ -267,6 +267,39 @@ def test_printing_matches_torch_formatting_on_the_device_with_one_download(name)
     assert after["device_to_host_transfers"] - between["device_to_host_transfers"] == (one_copy if t.numel() else 0)
 
 
+@pytest.mark.parametrize("name, edgeitems", [("2d", 3), ("1d", 3), ("3d", 3), ("3d", 1), ("int", 3), ("complex", 3),
+                                             ("strided", 3), ("2d", 0)])
+def test_printing_a_large_tensor_summarises_it_on_the_device(monkeypatch, name, edgeitems):
+    # Past WHOLE_DOWNLOAD_BYTES only the printed edges come to the host (kilobytes, not
+    # the tensor), and the text is still torch's own.
+    import torch._tensor_str
+    from torch_tpu import _printing
+
+    if torch_tpu.plugin_info()["platform"] == "tpu":
+        pytest.skip("torch's own formatting on the device computes in float64, which TPUs lack")
+    monkeypatch.setattr(_printing, "WHOLE_DOWNLOAD_BYTES", 0)
+    torch.manual_seed(0)
+    host = {"2d": torch.randn(40, 50), "1d": torch.randn(2000), "3d": torch.randn(20, 4, 30) * 1e8,
+            "int": torch.arange(3000).reshape(30, 100), "complex": torch.randn(1500, dtype=torch.complex64),
+            "strided": torch.randn(100, 80)[::2, 3:].t()}[name]
+    t = host.to("tpu")
+    default_edgeitems = torch._tensor_str.PRINT_OPTS.edgeitems
+    torch.set_printoptions(edgeitems=edgeitems)
+    try:
+        torch.tpu.synchronize()
+        before = torch_tpu.metrics()["device_to_host_bytes"]
+        printed = repr(t)
+        downloaded = torch_tpu.metrics()["device_to_host_bytes"] - before
+        assert printed == torch._tensor_str._str_intern.__wrapped__(t)
+        assert "..." in printed
+        kept = 1
+        for size in t.shape:
+            kept *= min(size, 2 * edgeitems + 1)
+        assert downloaded == kept * t.element_size()
+    finally:
+        torch.set_printoptions(edgeitems=default_edgeitems)
+
+
 def test_printing_keeps_autograd_suffixes_and_parameter_form():
     w = torch.nn.Parameter(torch.randn(3, 2).to("tpu"))
     y = (w * 2)[:2]
