@@ -132,19 +132,19 @@ Tensors batched_map(const char* name, int device, size_t n, F&& element) {
     batched("_foreach_" #NAME "_.Scalar", d, self.size(), [&](size_t i) { self[i].OP##_(arg); });        \
   }
 
-#define FOREACH_SCALARLIST(NAME, OP, SLOW, ARG)                                                               \
+#define FOREACH_SCALARLIST(NAME, OP, SLOW, ARG)                                                          \
   Tensors NAME##_scalarlist(TL self, Scalars s) {                                                        \
     check_foreach_api_restrictions(self, s);                                                             \
     int d = common_device({self});                                                                       \
     if (d < 0) return at::native::foreach_tensor_##SLOW##_scalarlist_kernel_slow(self, s);               \
     return batched_map("_foreach_" #NAME ".ScalarList", d, self.size(),                                  \
-                       [&](size_t i) { return self[i].OP(ARG(s[i])); });                                      \
+                       [&](size_t i) { return self[i].OP(ARG(s[i])); });                                 \
   }                                                                                                      \
   void NAME##_scalarlist_(TL self, Scalars s) {                                                          \
     check_foreach_api_restrictions(self, s);                                                             \
     int d = common_device({self});                                                                       \
     if (d < 0) return at::native::foreach_tensor_##SLOW##_scalarlist_kernel_slow_(self, s);              \
-    batched("_foreach_" #NAME "_.ScalarList", d, self.size(), [&](size_t i) { self[i].OP##_(ARG(s[i])); });   \
+    batched("_foreach_" #NAME "_.ScalarList", d, self.size(), [&](size_t i) { self[i].OP##_(ARG(s[i])); }); \
   }
 
 #define FOREACH_LIST(NAME, OP, SLOW)                                                                     \
