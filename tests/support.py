@@ -10,9 +10,11 @@ from torch.testing import assert_close
 
 def run_python(code, *args, timeout=300, **env):
     """Runs `code` in a fresh interpreter with `args` as sys.argv[1:] and `env` added
-    to this process's environment; returns the CompletedProcess (output as text)."""
+    to this process's environment (a None value removes the variable); returns the
+    CompletedProcess (output as text)."""
+    environment = {k: v for k, v in dict(os.environ, **env).items() if v is not None}
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=dict(os.environ, **env), timeout=timeout)
+                          env=environment, timeout=timeout)
 
 
 def make(shape, dtype=torch.float32, seed=0, low=-3, high=3):

@@ -1,7 +1,5 @@
 """The tpu device through PyTorch's own device APIs."""
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -15,7 +13,8 @@ def test_autoload_on_import_torch():
         "x = torch.ones(2, device='tpu')\n"
         "print(torch.accelerator.current_accelerator(), x.device, (x + 1).cpu().tolist())\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "tpu tpu:0 [2.0, 2.0]"
 
 
@@ -60,7 +59,7 @@ def test_import_torch_leaves_the_compile_analysis_unloaded():
 
 def test_import_torch_tpu_first():
     code = "import torch_tpu, torch\nprint(torch.ones(1, device='tpu').device)\n"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    out = run_python(code)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "tpu:0"
 
@@ -207,9 +206,7 @@ def test_cpu_plugin_device_count_follows_the_variable():
         "x = torch.ones(2, device='tpu:2')\n"
         "print(torch.tpu.device_count(), (x * 2).cpu().tolist())\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=dict(env, TORCH_TPU_CPU_DEVICES="3"))
+    out = run_python(code, timeout=120, TORCH_TPU_CPU_DEVICES="3", TF_CPP_MIN_LOG_LEVEL=None)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "3 [2.0, 2.0]"
     # the plugin's INFO line about the device count does not reach the user
@@ -220,8 +217,7 @@ def test_cpu_plugin_device_count_follows_the_variable():
 @pytest.mark.parametrize("value", ["zero", "0", "-2"])
 def test_cpu_plugin_device_count_rejects_a_bad_value_with_a_warning(value):
     code = "import torch\nprint(torch.tpu.device_count())\n"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, TORCH_TPU_CPU_DEVICES=value, PYTHONWARNINGS="default"))
+    out = run_python(code, timeout=120, TORCH_TPU_CPU_DEVICES=value, PYTHONWARNINGS="default")
     assert out.returncode == 0, out.stderr[-2000:]
     assert 2 <= int(out.stdout.strip()) <= 4
     assert "TORCH_TPU_CPU_DEVICES" in out.stderr and "not a positive integer" in out.stderr
@@ -230,8 +226,7 @@ def test_cpu_plugin_device_count_rejects_a_bad_value_with_a_warning(value):
 @pytest.mark.skipif(not _cpu_plugin_in_use(), reason="TORCH_TPU_CPU_DEVICES configures the XLA:CPU plugin")
 def test_cpu_plugin_device_count_is_capped_at_the_supported_maximum():
     code = "import torch\nprint(torch.tpu.device_count(), torch.ones(1, device='tpu:63').cpu().item())\n"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, TORCH_TPU_CPU_DEVICES="99999999999999999999999", PYTHONWARNINGS="default"))
+    out = run_python(code, timeout=120, TORCH_TPU_CPU_DEVICES="99999999999999999999999", PYTHONWARNINGS="default")
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "64 1.0"
     assert "at most 64 devices" in out.stderr

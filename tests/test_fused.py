@@ -1,8 +1,5 @@
 """Fused (DeferAndFuse) eager mode and buffer donation."""
 import copy
-import os
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -11,7 +8,7 @@ import torch
 import torch_tpu
 from torch_tpu import testing as workloads
 
-from support import check
+from support import check, run_python
 
 
 @pytest.fixture
@@ -157,8 +154,7 @@ def test_size_limit_cuts_long_graphs():
         "cuts = torch_tpu.metrics()['fused_cuts']\n"
         "print(cuts.get('size_limit', 0), cuts.get('data_read', 0))\n"
     )
-    env = dict(os.environ, TORCH_TPU_FUSED_MAX_OPS="5")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    out = run_python(code, TORCH_TPU_FUSED_MAX_OPS="5")
     assert out.returncode == 0, out.stderr
     size_cuts, read_cuts = map(int, out.stdout.split()[-2:])
     assert size_cuts == 2  # 13 ops (the zeros' fill and 12 adds): cut at 5 and 10
