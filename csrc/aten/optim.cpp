@@ -2,6 +2,8 @@
 // every tensor of every list updated by one program, hyperparameters as
 // runtime scalars. grad_scale unscales the gradients (written back, as on
 // CUDA); found_inf == 1 leaves every tensor as it was. Math in lowering/optim.
+// Also torch.amp.GradScaler's two kernels (unscale + inf/NaN check, scale
+// update), each one program instead of a CPU fallback with its copies.
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -176,9 +178,83 @@ void fused_sgd_tensor_lr(TL self, TL grads, TL momentum_buffer_list, double weig
             is_first_step, grad_scale, found_inf);
 }
 
+// ------------------------------------------------------------ GradScaler
+
+// A 1-element tensor's value as a 0-dim one.
+ir::Value read_single(Program& p, const at::Tensor& t) { return ir::reshape(p.graph(), p.read(t), {}); }
+
+void check_single(const char* name, const at::Tensor& t, const char* what, c10::ScalarType dtype) {
+  TORCH_CHECK(t.numel() == 1, name, ": ", what, " must be a 1-element tensor, got ", t.numel(), " elements");
+  TORCH_CHECK(t.scalar_type() == dtype, name, ": ", what, " must have dtype ", c10::toString(dtype), ", got ",
+              t.scalar_type());
+}
+
+// Each gradient *= inv_scale (computed in f32 for half types, as on CUDA);
+// found_inf becomes 1 if any gradient held an inf or NaN, and keeps its value otherwise.
+void amp_unscale(TL self, at::Tensor& found_inf, const at::Tensor& inv_scale) {
+  const char* name = "_amp_foreach_non_finite_check_and_unscale_";
+  check_single(name, inv_scale, "inv_scale", at::kFloat);
+  check_single(name, found_inf, "found_inf", at::kFloat);
+  if (self.empty()) return;
+  int device = list_device(name, {self, at::TensorList(found_inf), at::TensorList(inv_scale)});
+  c10::DeviceGuard guard(found_inf.device());
+  Program p(name, device);
+  ir::Graph& g = p.graph();
+  ir::Value scale = read_single(p, inv_scale);
+  ir::Value any_bad = ir::constant(g, ir::DType::Pred, 0);
+  for (const at::Tensor& t : self) {
+    TORCH_CHECK(c10::isFloatingType(t.scalar_type()), name, ": expected floating-point gradients, got ",
+                t.scalar_type());
+    ir::DType opmath = lowering::to_ir(lowering::opmath_type(t.scalar_type()));
+    ir::Value x = ir::convert(g, p.read(t), opmath);
+    ir::Shape shape = g.type(x).shape;
+    ir::Value finite = g.add("stablehlo.is_finite", {x}, ir::Type{ir::DType::Pred, shape});
+    ir::Value flat = ir::reshape(g, finite, {t.numel()});
+    ir::Value all_finite = ir::reduce(g, flat, ir::constant(g, ir::DType::Pred, 1), {0}, ir::Combiner::And);
+    any_bad = ir::binary(g, "stablehlo.or", any_bad, ir::unary(g, "stablehlo.not", all_finite));
+    p.write(t, ir::binary(g, "stablehlo.multiply", x, ir::broadcast_to(g, ir::convert(g, scale, opmath), shape)));
+  }
+  ir::Value found = ir::select(g, any_bad, ir::constant(g, ir::DType::F32, 1), read_single(p, found_inf));
+  p.write(found_inf, ir::reshape(g, found, to_shape(found_inf.sizes())));
+  p.run();
+}
+
+// The scale after a step: times backoff after an inf/NaN (and the growth count
+// restarts), times growth after growth_interval clean steps in a row unless that
+// overflows float32; the growth count otherwise counts the clean step.
+at::Tensor& amp_update_scale(at::Tensor& self, at::Tensor& growth_tracker, const at::Tensor& found_inf,
+                             double growth_factor, double backoff_factor, int64_t growth_interval) {
+  const char* name = "_amp_update_scale_";
+  check_single(name, self, "current_scale", at::kFloat);
+  check_single(name, growth_tracker, "growth_tracker", at::kInt);
+  check_single(name, found_inf, "found_inf", at::kFloat);
+  int device = list_device(name, {at::TensorList(self), at::TensorList(growth_tracker), at::TensorList(found_inf)});
+  c10::DeviceGuard guard(self.device());
+  Program p(name, device);
+  ir::Graph& g = p.graph();
+  using ir::DType;
+  ir::Value scale = read_single(p, self), tracker = read_single(p, growth_tracker);
+  ir::Value found = ir::compare(g, read_single(p, found_inf), ir::constant(g, DType::F32, 0), ir::Compare::NE);
+  ir::Value successful = ir::binary(g, "stablehlo.add", tracker, ir::constant(g, DType::S32, 1));
+  ir::Value grow_now = ir::compare(g, successful, p.scalar(growth_interval, DType::S32), ir::Compare::EQ);
+  ir::Value grown = ir::binary(g, "stablehlo.multiply", scale, p.scalar(growth_factor, DType::F32));
+  ir::Value grown_finite = g.add("stablehlo.is_finite", {grown}, ir::Type{DType::Pred, {}});
+  ir::Value backed_off = ir::binary(g, "stablehlo.multiply", scale, p.scalar(backoff_factor, DType::F32));
+  ir::Value clean_scale = ir::select(g, grow_now, ir::select(g, grown_finite, grown, scale), scale);
+  ir::Value zero = ir::constant(g, DType::S32, 0);
+  ir::Value clean_tracker = ir::select(g, grow_now, zero, successful);
+  p.write(self, ir::reshape(g, ir::select(g, found, backed_off, clean_scale), to_shape(self.sizes())));
+  p.write(growth_tracker,
+          ir::reshape(g, ir::select(g, found, zero, clean_tracker), to_shape(growth_tracker.sizes())));
+  p.run();
+  return self;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_amp_foreach_non_finite_check_and_unscale_", amp_unscale);
+  m.impl("_amp_update_scale_", amp_update_scale);
   m.impl("_fused_adam_", _fused_adam_);
   m.impl("_fused_adam_.tensor_lr", _fused_adam_tensor_lr);
   m.impl("_fused_adamw_", _fused_adamw_);
