@@ -228,6 +228,25 @@ def test_compiled_gpt_with_eager_optimizer_matches_cpu():
         torch.testing.assert_close(p_tpu.cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5)
 
 
+def test_compiled_graphs_take_aotautograds_boxed_arguments():
+    # Unboxed compiled graphs make AOTAutograd warn on every first call of a training step.
+    import warnings
+
+    torch._dynamo.reset()
+    model = workloads.mlp(d_in=8, hidden=16, d_out=4).to("tpu")
+    x = torch.randn(4, 8, device="tpu")
+
+    def loss_fn(x):
+        return model(x).square().mean()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = torch.compile(loss_fn, backend="tpu")(x)
+        loss.backward()
+    assert not [w for w in caught if "boxed" in str(w.message)], [str(w.message) for w in caught]
+    torch.testing.assert_close(loss.detach().cpu(), loss_fn(x).detach().cpu())
+
+
 def test_guards_recompile_only_for_new_shapes():
     counter = torch._dynamo.testing.CompileCounterWithBackend("tpu")
 

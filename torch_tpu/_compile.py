@@ -492,6 +492,20 @@ def _has_symbolic_sizes(example_inputs):
     return False
 
 
+def _boxed(compiled):
+    """`compiled` in AOTAutograd's boxed calling convention: the arguments come as one
+    list, which the callee empties, so the caller's list holds no saved activation
+    past the call (and AOTAutograd does not warn about an unboxed compiler)."""
+    def call(args):
+        own = list(args)
+        args.clear()
+        return compiled(*own)
+
+    call._boxed_call = True
+    call.compiled_graph = compiled
+    return call
+
+
 def tpu_backend(gm, example_inputs, **kwargs):
     """The torch.compile backend: AOTAutograd over core-ATen decompositions."""
     from torch._dynamo.backends.common import aot_autograd
@@ -502,10 +516,10 @@ def tpu_backend(gm, example_inputs, **kwargs):
 
     def forward_compiler(fw_gm, example_inputs):
         pair["forward"] = CompiledGraph(fw_gm)
-        return pair["forward"]
+        return _boxed(pair["forward"])
 
     def backward_compiler(bw_gm, example_inputs):
-        return CompiledGraph(bw_gm, forward=pair.get("forward"))
+        return _boxed(CompiledGraph(bw_gm, forward=pair.get("forward")))
 
     backend = aot_autograd(fw_compiler=forward_compiler, bw_compiler=backward_compiler,
                            decompositions=_decompositions(example_inputs), keep_inference_input_mutations=True)
