@@ -9,6 +9,8 @@
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -86,8 +88,15 @@ class Ints {
   const_reverse_iterator rend() const { return const_reverse_iterator(begin()); }
   int64_t& operator[](size_t i) { return data_[i]; }
   const int64_t& operator[](size_t i) const { return data_[i]; }
-  int64_t& at(size_t i) { return data_[i]; }
-  const int64_t& at(size_t i) const { return data_[i]; }
+  // Checked, as std::vector's: lowerings rely on it to turn a bad index into an exception.
+  int64_t& at(size_t i) {
+    check(i);
+    return data_[i];
+  }
+  const int64_t& at(size_t i) const {
+    check(i);
+    return data_[i];
+  }
   int64_t& front() { return data_[0]; }
   const int64_t& front() const { return data_[0]; }
   int64_t& back() { return data_[size_ - 1]; }
@@ -157,6 +166,10 @@ class Ints {
   }
 
  private:
+  void check(size_t i) const {
+    if (i >= size_) throw std::out_of_range("ir::Ints::at: index " + std::to_string(i) + " out of range for size " +
+                                            std::to_string(size_));
+  }
   bool on_heap() const { return data_ != inline_; }
   void release() {
     if (on_heap()) delete[] data_;

@@ -377,6 +377,14 @@ void ir_ints() {
     v.resize(n + 2, 4);
     CHECK_EQ(v.vec(), ref);
     CHECK_EQ(std::vector<int64_t>(v.rbegin(), v.rend()), std::vector<int64_t>(ref.rbegin(), ref.rend()));
+    CHECK_EQ(v.at(n + 1), ref.at(n + 1));
+    bool threw = false;
+    try {
+      v.at(n + 2);  // past the end: an exception, as std::vector's at()
+    } catch (const std::out_of_range&) {
+      threw = true;
+    }
+    CHECK(threw);
   }
   CHECK((Ints{1, 2} < Ints{1, 3}));
   CHECK((Ints{1, 2} != Ints{1, 2, 0}));
