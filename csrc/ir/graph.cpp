@@ -133,29 +133,6 @@ void Graph::push_mapped(Node&& n, OperandIds ids, const std::vector<Value>& mapp
   nodes_.push_back(std::move(n));
 }
 
-std::vector<Value> Graph::append(const Graph& other, const std::vector<Value>& arguments) {
-  if (&other == this) throw std::logic_error("ir: a graph cannot append itself");
-  if (arguments.size() != other.num_parameters_) throw std::logic_error("ir: append needs one value per parameter");
-  std::vector<Value> mapped;
-  mapped.reserve(other.nodes_.size());
-  size_t next_argument = 0;
-  for (const Node& n : other.nodes_) {
-    if (n.op == nullptr) {
-      mapped.push_back(arguments[next_argument++]);
-      continue;
-    }
-    push_mapped(Node(n), other.operands(n), mapped);
-    mapped.push_back(Value{static_cast<int>(nodes_.size()) - 1});
-  }
-  return mapped;
-}
-
-std::vector<Value> Graph::append(Graph&& other, const std::vector<Value>& arguments) {
-  std::vector<Value> mapped;
-  append(std::move(other), std::span<const Value>(arguments), mapped);
-  return mapped;
-}
-
 void Graph::append(Graph&& other, std::span<const Value> arguments, std::vector<Value>& mapped) {
   if (&other == this) throw std::logic_error("ir: a graph cannot append itself");
   if (arguments.size() != other.num_parameters_) throw std::logic_error("ir: append needs one value per parameter");

@@ -143,13 +143,10 @@ class Graph {
   // one per carried value. ir::while_loop (ops.h) builds the regions.
   std::vector<Value> add_while(std::vector<Value> init, std::shared_ptr<const LoopRegions> loop);
   void add_output(Value v) { outputs_.push_back(v.id); }
-  // Appends every node of `other`; its k-th parameter becomes `arguments[k]`
-  // of this graph. Returns the new value of each node of `other` (by id).
-  std::vector<Value> append(const Graph& other, const std::vector<Value>& arguments);
-  // The same, moving `other`'s nodes instead of copying them.
-  std::vector<Value> append(Graph&& other, const std::vector<Value>& arguments);
-  // The same, into `mapped` (replaced): a caller appending graph after graph
-  // (the pending graph, once per op) reuses one buffer instead of allocating.
+  // Moves every node of `other` (left empty) to the end of this graph; its k-th
+  // parameter becomes `arguments[k]` of this graph. `mapped` is replaced by the
+  // new value of each node of `other` (by id): a caller appending graph after
+  // graph (the pending graph, once per op) reuses one buffer.
   void append(Graph&& other, std::span<const Value> arguments, std::vector<Value>& mapped);
   // Input/output aliasing: the buffer of parameter `parameter` (by position)
   // is donated to output `output`, which must have the parameter's type.

@@ -409,7 +409,9 @@ void ir_node_store() {
   CHECK_EQ(moved.key(), g.key());
   CHECK_EQ(moved.to_mlir(), g.to_mlir());
   Graph appended;
-  std::vector<Value> mapped = appended.append(std::move(moved), {appended.parameter(Type{DType::F32, {2, 3}})});
+  Value argument = appended.parameter(Type{DType::F32, {2, 3}});
+  std::vector<Value> mapped;
+  appended.append(std::move(moved), std::span<const Value>(&argument, 1), mapped);
   CHECK_EQ(appended.size(), size_t{1001});
   CHECK_EQ(mapped[v.id].id, 1000);
 }
