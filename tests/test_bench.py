@@ -7,6 +7,7 @@ import tempfile
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import distributed  # noqa: E402
 import modes  # noqa: E402
 
 
@@ -69,3 +70,11 @@ def test_an_interleaved_run_that_fails_is_recorded_with_its_message():
         record = modes._run_child("mlp", "strict,no_such_mode", "interleaved", 2, cache_dir, None, None)
     assert record["status"] == "error"
     assert "no_such_mode" in record["error"]
+
+
+def test_the_distributed_benchmark_records_rank_zero():
+    record = distributed._run(1, "strict")
+    assert record["status"] == "ok", record.get("error")
+    assert sorted(record["allreduce_s"], key=int) == [str(n * 4) for n in distributed.SIZES]
+    assert all(v["tpu_dist"] > 0 and v["gloo_cpu"] > 0 for v in record["allreduce_s"].values())
+    assert record["ddp_step_median_s"] > 0 and 0 < record["final_loss"] < 10

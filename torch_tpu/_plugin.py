@@ -64,7 +64,9 @@ def is_cpu_plugin(path):
 
 def cpu_device_count():
     """How many devices the XLA:CPU plugin exposes: TORCH_TPU_CPU_DEVICES, else the
-    usable cores clamped to 2..4.
+    usable cores clamped to 2..4, and at least a launcher's LOCAL_WORLD_SIZE
+    (torchrun's processes per host), so that each process can select device
+    LOCAL_RANK as it would select its GPU.
 
     The plugin sizes its worker pools to max(cores, devices); its own default of 4
     devices oversubscribes a 2-core machine, and the spare workers then spin and
@@ -87,7 +89,12 @@ def cpu_device_count():
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return min(4, max(2, cores))
+    count = min(4, max(2, cores))
+    try:
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "0"))
+    except ValueError:
+        local_world = 0
+    return min(MAX_DEVICES, max(count, local_world))
 
 
 def client_options(path):

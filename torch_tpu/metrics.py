@@ -8,13 +8,16 @@ def metrics():
     execute_seconds, host<->device transfers and bytes, fallbacks (total) and
     fallback_ops (per op), compiled_programs, donated_buffers, fused-mode
     graphs (fused_graphs, fused_graph_ops: ops appended in all, fused_graph_ops_max,
-    fused_cuts: why graphs were cut, per reason), and device memory (bytes of
-    live device buffers: memory_allocated, max_memory_allocated)."""
+    fused_cuts: why graphs were cut, per reason), tpu_dist collectives and the
+    bytes they staged through host memory (collectives, collective_host_bytes),
+    and device memory (bytes of live device buffers: memory_allocated,
+    max_memory_allocated)."""
     out = {
         "compiles": 0, "compile_seconds": 0.0, "cache_hits": 0, "executions": 0, "execute_seconds": 0.0,
         "host_to_device_transfers": 0, "host_to_device_bytes": 0, "device_to_host_transfers": 0,
         "device_to_host_bytes": 0, "fallbacks": 0, "disk_cache_hits": 0, "disk_load_seconds": 0.0,
         "donated_buffers": 0, "fused_graphs": 0, "fused_graph_ops": 0, "fused_graph_ops_max": 0,
+        "collectives": 0, "collective_host_bytes": 0,
     }
     counters = _C._metrics()
     out["fused_cuts"] = {key[len("fused_cut_"):]: int(counters.pop(key))

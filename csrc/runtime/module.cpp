@@ -6,6 +6,7 @@
 #include "aten/fusion.h"
 #include "aten/program.h"
 #include "aten/storage.h"
+#include "distributed/host_staged_backend.h"
 #include "engine/metrics.h"
 #include "engine/runtime.h"
 #include "lowering/types.h"
@@ -126,6 +127,7 @@ TpuGenerator& generator(int device) {
 PYBIND11_MODULE(_C, m) {
   using namespace tpu;
   m.doc() = "torch_tpu native core";
+  distributed::bind(m);
   m.def("_compile_signature", &runtime::compile_signature);
   // Engine warnings become Python warnings (TORCH_WARN is buffered and raised
   // by the Python bindings when the op returns).

@@ -1,0 +1,467 @@
+#include "distributed/host_staged_backend.h"
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/metrics.h"
+
+namespace tpu::distributed {
+namespace {
+
+using Tensors = std::vector<at::Tensor>;
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+// How a reduction runs on the host: gloo has no AVG or PREMUL_SUM, so those
+// sum on the host and scale on the device (before for PREMUL_SUM, after for AVG).
+struct Reduction {
+  c10d::ReduceOp host_op;
+  std::optional<at::Tensor> pre_factor;  // PREMUL_SUM's factor, on the tensor's device
+  std::optional<double> pre_factor_value;
+  int64_t divisor = 1;  // AVG: the group size
+};
+
+Reduction plan_reduction(const c10d::ReduceOp& op, int size) {
+  Reduction r;
+  switch (op.op_) {
+    case c10d::ReduceOp::AVG:
+      r.host_op = c10d::ReduceOp::SUM;
+      r.divisor = size;
+      break;
+    case c10d::ReduceOp::PREMUL_SUM: {
+      r.host_op = c10d::ReduceOp::SUM;
+      // NCCLPreMulSumSupplement: the name torch 2.11 has too (2.13 aliases it)
+      auto* supplement = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+      TORCH_CHECK(supplement != nullptr, "tpu_dist: PREMUL_SUM without a factor");
+      if (supplement->tensor_factor.defined())
+        r.pre_factor = supplement->tensor_factor;
+      else
+        r.pre_factor_value = supplement->double_factor;
+      break;
+    }
+    default:
+      r.host_op = op;
+  }
+  return r;
+}
+
+// A point-to-point transfer in flight on the host backend. A send or receive
+// must not block when it is posted (each rank posts its send before its
+// receive in a ring exchange), so the host copy travels with the Work, and a
+// receive is copied into the caller's tensors when the Work is waited on.
+class StagedWork final : public c10d::Work {
+ public:
+  StagedWork(WorkPtr host_work, Tensors host, Tensors targets, c10d::OpType type)
+      : Work(-1, type), host_work_(std::move(host_work)), host_(std::move(host)), targets_(std::move(targets)) {}
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!done_) {
+      host_work_->wait(timeout);
+      for (size_t i = 0; i < targets_.size(); ++i) targets_[i].copy_(host_[i]);
+      done_ = true;
+    }
+    return true;
+  }
+  bool isCompleted() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_;
+  }
+  bool isSuccess() const override { return host_work_->isSuccess(); }
+  int sourceRank() const override { return host_work_->sourceRank(); }
+  std::vector<at::Tensor> result() override { return targets_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    wait(std::chrono::milliseconds(0));  // 0: no timeout
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    future->markCompleted(c10::IValue(targets_));
+    return future;
+  }
+
+ private:
+  std::mutex mutex_;
+  bool done_ = false;
+  WorkPtr host_work_;
+  Tensors host_;
+  Tensors targets_;  // tpu tensors a receive writes; empty for a send
+};
+
+class HostStagedBackend final : public c10d::Backend {
+ public:
+  HostStagedBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size)
+      : Backend(rank, size), host_(std::move(host)) {
+    TORCH_CHECK(host_, "tpu_dist: no host backend to stage collectives through");
+  }
+
+  const std::string getBackendName() const override { return "tpu_dist"; }
+
+  WorkPtr broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override {
+    check_tpu(tensors, "broadcast");
+    if (size_ == 1) return finished(tensors);
+    Tensors host = to_host(tensors);
+    host_->broadcast(host, opts)->wait();
+    if (rank_ != opts.rootRank) copy_back(tensors, host);
+    return finished(tensors);
+  }
+
+  WorkPtr allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override {
+    return reduced_everywhere(tensors, opts, "allreduce",
+                              [&](Tensors& host, const auto& o) { return host_->allreduce(host, o); });
+  }
+
+  WorkPtr allreduce_coalesced(Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) override {
+    return reduced_everywhere(tensors, opts, "allreduce_coalesced",
+                              [&](Tensors& host, const auto& o) { return host_->allreduce_coalesced(host, o); });
+  }
+
+  WorkPtr reduce(Tensors& tensors, const c10d::ReduceOptions& opts) override {
+    check_tpu(tensors, "reduce");
+    const Reduction r = plan_reduction(opts.reduceOp, size_);
+    Tensors host = to_host(tensors, &r);
+    c10d::ReduceOptions host_opts = opts;
+    host_opts.reduceOp = r.host_op;
+    host_->reduce(host, host_opts)->wait();
+    if (rank_ == opts.rootRank) copy_back(tensors, host, r.divisor);
+    return finished(tensors);
+  }
+
+  WorkPtr allgather(std::vector<Tensors>& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) override {
+    return gathered_lists(outputs, inputs, "allgather", [&](std::vector<Tensors>& out, Tensors& in) {
+      return host_->allgather(out, in, opts);
+    });
+  }
+
+  WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override {
+    gather_into(output, input, opts);
+    return finished({output});
+  }
+
+  WorkPtr allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                          const c10d::AllgatherOptions& opts) override {
+    return pairwise(outputs, inputs, "allgather_into_tensor_coalesced",
+                    [&](at::Tensor& out, at::Tensor& in) { gather_into(out, in, opts); });
+  }
+
+  WorkPtr gather(std::vector<Tensors>& outputs, Tensors& inputs, const c10d::GatherOptions& opts) override {
+    return gathered_lists(outputs, inputs, "gather", [&](std::vector<Tensors>& out, Tensors& in) {
+      return host_->gather(out, in, opts);
+    });
+  }
+
+  WorkPtr scatter(Tensors& outputs, std::vector<Tensors>& inputs, const c10d::ScatterOptions& opts) override {
+    check_tpu(outputs, "scatter");
+    for (auto& list : inputs) check_tpu(list, "scatter");
+    std::vector<Tensors> host_in;
+    for (auto& list : inputs) host_in.push_back(to_host(list));
+    Tensors host_out = host_like(outputs);
+    host_->scatter(host_out, host_in, opts)->wait();
+    copy_back(outputs, host_out);
+    return finished(outputs);
+  }
+
+  // Reduce-scatter goes through an allreduce of the whole input on the host
+  // (each rank then keeps its part): it needs no reduce-scatter from the host
+  // backend, at the cost of host bandwidth, which staging spends anyway.
+  WorkPtr reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                         const c10d::ReduceScatterOptions& opts) override {
+    check_tpu(outputs, "reduce_scatter");
+    TORCH_CHECK(outputs.size() == inputs.size(), "tpu_dist: reduce_scatter got ", outputs.size(), " outputs for ",
+                inputs.size(), " input lists");
+    const Reduction r = plan_reduction(opts.reduceOp, size_);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      check_tpu(inputs[i], "reduce_scatter");
+      TORCH_CHECK(static_cast<int>(inputs[i].size()) == size_, "tpu_dist: reduce_scatter needs ", size_,
+                  " inputs per output (one per rank), got ", inputs[i].size());
+      Tensors host = to_host(inputs[i], &r);
+      c10d::AllreduceCoalescedOptions host_opts;
+      host_opts.reduceOp = r.host_op;
+      host_opts.timeout = opts.timeout;
+      host_->allreduce_coalesced(host, host_opts)->wait();
+      Tensors mine{host[rank_]};
+      Tensors out{outputs[i]};
+      copy_back(out, mine, r.divisor);
+    }
+    return finished(outputs);
+  }
+
+  WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override {
+    scatter_reduced(output, input, opts);
+    return finished({output});
+  }
+
+  WorkPtr reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                          const c10d::ReduceScatterOptions& opts) override {
+    return pairwise(outputs, inputs, "reduce_scatter_tensor_coalesced",
+                    [&](at::Tensor& out, at::Tensor& in) { scatter_reduced(out, in, opts); });
+  }
+
+  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+                        std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) override {
+    Tensors in{input}, out{output};
+    check_tpu(in, "alltoall_base");
+    check_tpu(out, "alltoall_base");
+    Tensors host_in = to_host(in);
+    Tensors host_out = host_like(out);
+    host_->alltoall_base(host_out[0], host_in[0], output_splits, input_splits, opts)->wait();
+    copy_back(out, host_out);
+    return finished(out);
+  }
+
+  // A list all-to-all is one flat all-to-all of the concatenated tensors, split
+  // by element counts.
+  WorkPtr alltoall(Tensors& outputs, Tensors& inputs, const c10d::AllToAllOptions& opts) override {
+    check_tpu(inputs, "alltoall");
+    check_tpu(outputs, "alltoall");
+    TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
+                "tpu_dist: alltoall needs one input and one output per rank (", size_, "), got ", inputs.size(),
+                " and ", outputs.size());
+    std::vector<int64_t> in_splits, out_splits;
+    Tensors flat_in;
+    for (const auto& t : inputs) {
+      TORCH_CHECK(t.scalar_type() == inputs[0].scalar_type(), "tpu_dist: alltoall inputs differ in dtype (",
+                  t.scalar_type(), " and ", inputs[0].scalar_type(), ")");
+      flat_in.push_back(t.reshape({-1}));
+      in_splits.push_back(t.numel());
+    }
+    int64_t out_numel = 0;
+    for (const auto& t : outputs) {
+      out_splits.push_back(t.numel());
+      out_numel += t.numel();
+    }
+    Tensors host_in{at::cat(to_host(flat_in))};
+    at::Tensor host_out = at::empty({out_numel}, outputs[0].options().device(at::kCPU));
+    host_->alltoall_base(host_out, host_in[0], out_splits, in_splits, opts)->wait();
+    int64_t offset = 0;
+    for (auto& t : outputs) {
+      t.copy_(host_out.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+    return finished(outputs);
+  }
+
+  WorkPtr send(Tensors& tensors, int dst_rank, int tag) override {
+    check_tpu(tensors, "send");
+    Tensors host = to_host(tensors);
+    engine::metrics().add("collectives");
+    return c10::make_intrusive<StagedWork>(host_->send(host, dst_rank, tag), host, Tensors{}, c10d::OpType::SEND);
+  }
+
+  WorkPtr recv(Tensors& tensors, int src_rank, int tag) override {
+    check_tpu(tensors, "recv");
+    Tensors host = host_like(tensors);
+    engine::metrics().add("collectives");
+    return c10::make_intrusive<StagedWork>(host_->recv(host, src_rank, tag), host, tensors, c10d::OpType::RECV);
+  }
+
+  WorkPtr recvAnysource(Tensors& tensors, int tag) override {
+    check_tpu(tensors, "recv");
+    Tensors host = host_like(tensors);
+    engine::metrics().add("collectives");
+    return c10::make_intrusive<StagedWork>(host_->recvAnysource(host, tag), host, tensors,
+                                           c10d::OpType::RECVANYSOURCE);
+  }
+
+  WorkPtr barrier(const c10d::BarrierOptions& opts) override {
+    // The host backend's barrier takes no device: ours has nothing on the
+    // device to order, since every collective has finished when it returns.
+    c10d::BarrierOptions host_opts;
+    host_opts.timeout = opts.timeout;
+    host_->barrier(host_opts)->wait();
+    return finished({});
+  }
+
+  // Collectives finish when called, so a coalesced batch is the calls in
+  // order; the batch's Work has nothing left to wait for.
+  void startCoalescing() override {}
+  WorkPtr endCoalescing() override { return finished({}); }
+
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
+    host_->monitoredBarrier(opts, wait_all_ranks);
+  }
+  void setSequenceNumberForGroup() override { host_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return host_->getSequenceNumberForGroup(); }
+  void setTimeout(std::chrono::milliseconds timeout) override { host_->setTimeout(timeout); }
+
+ private:
+  void check_tpu(const Tensors& tensors, const char* op) const {
+    for (const auto& t : tensors) {
+      TORCH_CHECK(t.defined(), "tpu_dist: ", op, " got an undefined tensor");
+      TORCH_CHECK(t.is_privateuseone(), "tpu_dist: ", op, " got a tensor on ", t.device(),
+                  "; tpu_dist serves tpu tensors (the group's gloo backend serves CPU tensors: do not mix "
+                  "devices in one call)");
+      TORCH_CHECK(!t.is_sparse(), "tpu_dist: ", op, " does not take sparse tensors");
+    }
+  }
+
+  // A collective that has finished: its Work is done and its future holds the
+  // output tensors (DDP's reducer reads them from there).
+  static WorkPtr finished(const Tensors& outputs) {
+    engine::metrics().add("collectives");
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    future->markCompleted(c10::IValue(outputs));
+    return c10d::Work::create_from_future(future);
+  }
+
+  static void count_staged(const at::Tensor& host) {
+    engine::metrics().add("collective_host_bytes", static_cast<double>(host.nbytes()));
+  }
+
+  // Contiguous host copies, scaled first by a PREMUL_SUM factor (on the device,
+  // so the caller's tensors stay as they were).
+  Tensors to_host(const Tensors& tensors, const Reduction* r = nullptr) {
+    Tensors host;
+    host.reserve(tensors.size());
+    for (const auto& t : tensors) {
+      at::Tensor source = t;
+      if (r && r->pre_factor) source = t * r->pre_factor->to(t.device());
+      if (r && r->pre_factor_value) source = t * *r->pre_factor_value;
+      host.push_back(source.to(at::kCPU, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous));
+      count_staged(host.back());
+    }
+    return host;
+  }
+
+  // allreduce and allreduce_coalesced: `host_call` runs the host backend's
+  // collective on the staged copies with the host's reduce op.
+  template <class Options, class HostCall>
+  WorkPtr reduced_everywhere(Tensors& tensors, const Options& opts, const char* op, HostCall&& host_call) {
+    check_tpu(tensors, op);
+    const Reduction r = plan_reduction(opts.reduceOp, size_);
+    if (size_ == 1) return finished(reduced_alone(tensors, r));
+    Tensors host = to_host(tensors, &r);
+    Options host_opts = opts;
+    host_opts.reduceOp = r.host_op;
+    host_call(host, host_opts)->wait();
+    copy_back(tensors, host, r.divisor);
+    return finished(tensors);
+  }
+
+  // allgather and gather: every input staged, the host's lists of outputs
+  // copied back into the caller's.
+  template <class HostCall>
+  WorkPtr gathered_lists(std::vector<Tensors>& outputs, Tensors& inputs, const char* op, HostCall&& host_call) {
+    check_tpu(inputs, op);
+    for (auto& list : outputs) check_tpu(list, op);
+    Tensors host_in = to_host(inputs);
+    std::vector<Tensors> host_out;
+    for (auto& list : outputs) host_out.push_back(host_like(list));
+    host_call(host_out, host_in)->wait();
+    for (size_t i = 0; i < outputs.size(); ++i) copy_back(outputs[i], host_out[i]);
+    return finished(flatten(outputs));
+  }
+
+  // The coalesced tensor collectives: one per (output, input) pair.
+  template <class One>
+  WorkPtr pairwise(Tensors& outputs, Tensors& inputs, const char* op, One&& one) {
+    TORCH_CHECK(outputs.size() == inputs.size(), "tpu_dist: ", op, " got ", outputs.size(), " outputs for ",
+                inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) one(outputs[i], inputs[i]);
+    return finished(outputs);
+  }
+
+  // A group of one: the reduction of a rank's own tensors is the tensors
+  // themselves (scaled by PREMUL_SUM's factor), with no trip through the host.
+  static Tensors reduced_alone(Tensors& tensors, const Reduction& r) {
+    for (auto& t : tensors) {
+      if (r.pre_factor) t.mul_(r.pre_factor->to(t.device()));
+      if (r.pre_factor_value) t.mul_(*r.pre_factor_value);
+    }
+    return tensors;
+  }
+
+  static Tensors host_like(const Tensors& tensors) {
+    Tensors host;
+    host.reserve(tensors.size());
+    for (const auto& t : tensors) host.push_back(at::empty(t.sizes(), t.options().device(at::kCPU)));
+    return host;
+  }
+
+  // Writes the host results into the caller's tensors (through their views);
+  // AVG divides on the device afterwards, as the integer division of NCCL's AVG.
+  static void copy_back(Tensors& tensors, const Tensors& host, int64_t divisor = 1) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      tensors[i].copy_(host[i]);
+      if (divisor == 1) continue;
+      if (at::isIntegralType(tensors[i].scalar_type(), /*includeBool=*/true))
+        tensors[i].div_(divisor, "trunc");
+      else
+        tensors[i].div_(divisor);
+    }
+  }
+
+  static Tensors flatten(const std::vector<Tensors>& lists) {
+    Tensors all;
+    for (const auto& list : lists) all.insert(all.end(), list.begin(), list.end());
+    return all;
+  }
+
+  // all_gather_into_tensor: rank i's input lands in the i-th of `size` equal
+  // parts of `output` (along its flattened elements, as NCCL lays it out).
+  void gather_into(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+    Tensors in{input}, out{output};
+    check_tpu(in, "all_gather_into_tensor");
+    check_tpu(out, "all_gather_into_tensor");
+    TORCH_CHECK(output.numel() == input.numel() * size_, "tpu_dist: all_gather_into_tensor output has ",
+                output.numel(), " elements, not the input's ", input.numel(), " times the group size ", size_);
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "tpu_dist: all_gather_into_tensor output dtype ",
+                output.scalar_type(), " differs from the input's ", input.scalar_type());
+    if (size_ == 1) {
+      output.copy_(input.view(output.sizes()));
+      return;
+    }
+    Tensors host_in = to_host(in);
+    at::Tensor host_out = at::empty({output.numel()}, output.options().device(at::kCPU));
+    std::vector<Tensors> parts(1);
+    for (int i = 0; i < size_; ++i) parts[0].push_back(host_out.narrow(0, i * input.numel(), input.numel()).view(input.sizes()));
+    host_->allgather(parts, host_in, opts)->wait();
+    output.copy_(host_out.view(output.sizes()));
+  }
+
+  // reduce_scatter_tensor: the reduction of every rank's input, of which this
+  // rank keeps the rank-th of `size` equal parts.
+  void scatter_reduced(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+    Tensors in{input}, out{output};
+    check_tpu(in, "reduce_scatter_tensor");
+    check_tpu(out, "reduce_scatter_tensor");
+    TORCH_CHECK(input.numel() == output.numel() * size_, "tpu_dist: reduce_scatter_tensor input has ",
+                input.numel(), " elements, not the output's ", output.numel(), " times the group size ", size_);
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "tpu_dist: reduce_scatter_tensor output dtype ",
+                output.scalar_type(), " differs from the input's ", input.scalar_type());
+    const Reduction r = plan_reduction(opts.reduceOp, size_);
+    if (size_ == 1) {
+      output.copy_(input.view(output.sizes()));
+      reduced_alone(out, r);  // scales the output, never the input
+      return;
+    }
+    Tensors host = to_host(in, &r);
+    c10d::AllreduceOptions host_opts;
+    host_opts.reduceOp = r.host_op;
+    host_opts.timeout = opts.timeout;
+    host_->allreduce(host, host_opts)->wait();
+    Tensors mine{host[0].view({-1}).narrow(0, rank_ * output.numel(), output.numel()).view(output.sizes())};
+    copy_back(out, mine, r.divisor);
+  }
+
+  c10::intrusive_ptr<c10d::Backend> host_;
+};
+
+}  // namespace
+
+void bind(pybind11::module_& m) {
+  namespace py = pybind11;
+  // c10d's Python types exist once torch.distributed is imported, so the
+  // class is registered on first use rather than when torch_tpu._C loads.
+  m.def("_register_host_staged_backend", [m]() mutable {
+    if (py::hasattr(m, "_HostStagedBackend")) return;
+    py::class_<HostStagedBackend, c10d::Backend, c10::intrusive_ptr<HostStagedBackend>>(m, "_HostStagedBackend")
+        .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& host, int rank, int size) {
+               return c10::make_intrusive<HostStagedBackend>(host, rank, size);
+             }),
+             py::arg("host_backend"), py::arg("rank"), py::arg("size"));
+  });
+}
+
+}  // namespace tpu::distributed

@@ -1,0 +1,380 @@
+"""One rank of the tpu_dist tests, launched by torchrun (tests/test_distributed.py).
+
+`python -m torch.distributed.run --nproc-per-node N distributed_worker.py SCENARIO...`
+runs the scenarios in order in one process group; each prints "rank R SCENARIO ok".
+The group is created as CUDA code creates it after the identifier swap:
+`dist.init_process_group()` with no backend, then the device of LOCAL_RANK.
+Expected values are computed on CPU from every rank's inputs, which each rank
+can rebuild since they derive from the rank number.
+"""
+import copy
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.testing import assert_close
+
+import torch_tpu
+
+RANK = int(os.environ["RANK"])
+WORLD = int(os.environ["WORLD_SIZE"])
+DEVICE = torch.device("tpu", int(os.environ["LOCAL_RANK"]))
+
+
+def rank_input(r, shape=(3, 4), dtype=torch.float32):
+    """The input rank r contributes: distinct per rank, exact in float32."""
+    base = torch.arange(1, 1 + torch.Size(shape).numel(), dtype=torch.float64).reshape(shape)
+    return (base * (r + 1) + r).to(dtype)
+
+
+def all_inputs(**kw):
+    return [rank_input(r, **kw) for r in range(WORLD)]
+
+
+def collectives():
+    R = dist.ReduceOp
+    stack = torch.stack(all_inputs())
+    for op, expected in [(R.SUM, stack.sum(0)), (R.AVG, stack.mean(0)), (R.MIN, stack.amin(0)),
+                         (R.MAX, stack.amax(0)), (R.PRODUCT, stack.prod(0)),
+                         (dist._make_nccl_premul_sum(0.5), stack.sum(0) * 0.5)]:
+        t = rank_input(RANK).to(DEVICE)
+        dist.all_reduce(t, op=op)
+        assert t.device == DEVICE
+        assert_close(t.cpu(), expected, msg=lambda m: "all_reduce %s: %s" % (op, m))
+
+    # integer AVG truncates, as NCCL's does; bfloat16 and a strided view
+    ints = torch.stack(all_inputs(dtype=torch.int64))
+    t = rank_input(RANK, dtype=torch.int64).to(DEVICE)
+    dist.all_reduce(t, op=R.AVG)
+    assert_close(t.cpu(), torch.div(ints.sum(0), WORLD, rounding_mode="trunc"))
+    t = rank_input(RANK, dtype=torch.bfloat16).to(DEVICE)
+    dist.all_reduce(t)
+    assert_close(t.cpu(), torch.stack(all_inputs(dtype=torch.bfloat16)).float().sum(0).bfloat16())
+    whole = torch.zeros(4, 6, device=DEVICE)
+    view = whole.t()[1:5]  # non-contiguous, offset
+    view.copy_(rank_input(RANK, shape=(4, 4)).to(DEVICE))
+    dist.all_reduce(view)
+    expected_whole = torch.zeros(4, 6)
+    expected_whole.t()[1:5] = torch.stack(all_inputs(shape=(4, 4))).sum(0)
+    assert_close(whole.cpu(), expected_whole)
+
+    # broadcast into a slice, from the last rank
+    root = WORLD - 1
+    buf = torch.zeros(2, 3, 4, device=DEVICE)
+    if RANK == root:
+        buf[1] = rank_input(RANK).to(DEVICE)
+    dist.broadcast(buf[1], src=root)
+    assert_close(buf.cpu(), torch.stack([torch.zeros(3, 4), rank_input(root)]))
+
+    # gathers
+    outs = [torch.empty(3, 4, device=DEVICE) for _ in range(WORLD)]
+    dist.all_gather(outs, rank_input(RANK).to(DEVICE))
+    for got, expected in zip(outs, all_inputs()):
+        assert_close(got.cpu(), expected)
+    out = torch.empty(WORLD * 3, 4, device=DEVICE)
+    dist.all_gather_into_tensor(out, rank_input(RANK).to(DEVICE))
+    assert_close(out.cpu(), torch.cat(all_inputs()))
+    root = 0
+    gathered = [torch.empty(3, 4, device=DEVICE) for _ in range(WORLD)] if RANK == root else None
+    dist.gather(rank_input(RANK).to(DEVICE), gathered, dst=root)
+    if RANK == root:
+        for got, expected in zip(gathered, all_inputs()):
+            assert_close(got.cpu(), expected)
+
+    # reductions to one rank and scattered reductions
+    t = rank_input(RANK).to(DEVICE)
+    dist.reduce(t, dst=WORLD - 1)
+    if RANK == WORLD - 1:
+        assert_close(t.cpu(), stack.sum(0))
+    big = torch.stack(all_inputs(shape=(WORLD * 2, 3)))  # [rank, WORLD*2, 3]
+    for op, reduced in [(R.SUM, big.sum(0)), (R.AVG, big.mean(0))]:
+        out = torch.empty(2, 3, device=DEVICE)
+        dist.reduce_scatter_tensor(out, rank_input(RANK, shape=(WORLD * 2, 3)).to(DEVICE), op=op)
+        assert_close(out.cpu(), reduced[2 * RANK:2 * RANK + 2])
+    out = torch.empty(3, 4, device=DEVICE)
+    dist.reduce_scatter(out, [rank_input(RANK).to(DEVICE) * (j + 1) for j in range(WORLD)])
+    assert_close(out.cpu(), stack.sum(0) * (RANK + 1))
+
+    # coalesced: one call of the backend for several tensors
+    outs = [torch.empty(WORLD * 3, 4, device=DEVICE) for _ in range(2)]
+    scattered = [torch.empty(2, 3, device=DEVICE) for _ in range(2)]
+    summed = [rank_input(RANK).to(DEVICE) * (k + 1) for k in range(2)]
+    before = torch_tpu.metrics()["collectives"]
+    with dist._coalescing_manager():  # torch's fast path: the backend's *_coalesced calls
+        for k, out in enumerate(outs):
+            dist.all_gather_into_tensor(out, rank_input(RANK).to(DEVICE) * (k + 1))
+    with dist._coalescing_manager():
+        for k, out in enumerate(scattered):
+            dist.reduce_scatter_tensor(out, rank_input(RANK, shape=(WORLD * 2, 3)).to(DEVICE) * (k + 1))
+    assert torch_tpu.metrics()["collectives"] - before == 2  # one per batch
+    with dist._coalescing_manager(device=DEVICE):  # the backend's start/endCoalescing
+        for t in summed:
+            dist.all_reduce(t)
+    for k in range(2):
+        assert_close(outs[k].cpu(), torch.cat(all_inputs()) * (k + 1))
+        assert_close(scattered[k].cpu(), big.sum(0)[2 * RANK:2 * RANK + 2] * (k + 1))
+        assert_close(summed[k].cpu(), stack.sum(0) * (k + 1))
+
+    # scatter, all-to-all (even and uneven), point to point
+    chunks = [rank_input(j) for j in range(WORLD)]
+    got = torch.empty(3, 4, device=DEVICE)
+    dist.scatter(got, [c.to(DEVICE) for c in chunks] if RANK == 0 else None, src=0)
+    assert_close(got.cpu(), chunks[RANK])
+    send = rank_input(RANK, shape=(WORLD * 2, 2)).to(DEVICE)
+    recv = torch.empty(WORLD * 2, 2, device=DEVICE)
+    dist.all_to_all_single(recv, send)
+    assert_close(recv.cpu(), torch.cat([rank_input(j, shape=(WORLD * 2, 2))[2 * RANK:2 * RANK + 2]
+                                        for j in range(WORLD)]))
+    # rank j sends j + 1 rows to each peer
+    send = torch.full((WORLD * (RANK + 1), 2), float(RANK), device=DEVICE)
+    recv = torch.empty(sum(j + 1 for j in range(WORLD)), 2, device=DEVICE)
+    dist.all_to_all_single(recv, send, output_split_sizes=[j + 1 for j in range(WORLD)],
+                           input_split_sizes=[RANK + 1] * WORLD)
+    assert_close(recv.cpu(), torch.cat([torch.full((j + 1, 2), float(j)) for j in range(WORLD)]))
+    outs = [torch.empty(j + 1, device=DEVICE) for j in range(WORLD)]
+    dist.all_to_all(outs, [torch.full((RANK + 1,), float(RANK * 10 + j), device=DEVICE) for j in range(WORLD)])
+    for j, got in enumerate(outs):
+        assert_close(got.cpu(), torch.full((j + 1,), float(j * 10 + RANK)))
+    peer = (RANK + 1) % WORLD
+    source = (RANK - 1) % WORLD
+    incoming = torch.empty(3, 4, device=DEVICE)
+    ops = [dist.P2POp(dist.isend, rank_input(RANK).to(DEVICE), peer),
+           dist.P2POp(dist.irecv, incoming, source)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+    assert_close(incoming.cpu(), rank_input(source))
+
+    # async handles, objects, barrier, the CPU side of the default group
+    t = rank_input(RANK).to(DEVICE)
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    assert_close(t.cpu(), stack.sum(0))
+    assert_close(work.get_future().wait()[0].cpu(), stack.sum(0))
+    objects = [None] * WORLD
+    dist.all_gather_object(objects, {"rank": RANK})
+    assert objects == [{"rank": r} for r in range(WORLD)], objects
+    dist.barrier()
+    cpu = rank_input(RANK)
+    dist.all_reduce(cpu)  # gloo, in the same default group
+    assert_close(cpu, stack.sum(0))
+
+    # named forms of the backend
+    for backend in ("tpu_dist", "cpu:gloo,tpu:tpu_dist"):
+        group = dist.new_group(backend=backend)
+        t = rank_input(RANK).to(DEVICE)
+        dist.all_reduce(t, group=group)
+        assert_close(t.cpu(), stack.sum(0))
+        dist.destroy_process_group(group)
+
+    # counted: one collective, its tensor's bytes staged through the host
+    before = torch_tpu.metrics()
+    dist.all_reduce(rank_input(RANK).to(DEVICE))
+    after = torch_tpu.metrics()
+    assert after["collectives"] - before["collectives"] == 1, (before, after)
+    assert after["collective_host_bytes"] - before["collective_host_bytes"] == 3 * 4 * 4, (before, after)
+
+
+def make_mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+
+
+def batch(step):
+    g = torch.Generator().manual_seed(step)
+    return torch.randn(WORLD * 4, 8, generator=g), torch.randn(WORLD * 4, 4, generator=g)
+
+
+def train_against_reference(model, reference, steps=3):
+    """`model` (wrapped, on tpu) sees this rank's quarter of each batch; the CPU
+    reference sees the whole batch. Data-parallel SGD must match it."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for step in range(steps):
+        x, y = batch(step)
+        mine = slice(RANK * 4, RANK * 4 + 4)
+        loss = ((model(x[mine].to(DEVICE)) - y[mine].to(DEVICE)) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        ref_loss = ((reference(x) - y) ** 2).mean()
+        ref_opt.zero_grad()
+        ref_loss.backward()
+        ref_opt.step()
+
+
+def ddp():
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    reference = make_mlp()
+    model = copy.deepcopy(reference).to(DEVICE)
+    train_against_reference(DDP(model, device_ids=[DEVICE.index]), reference)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-5)
+
+
+def fsdp2():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("tpu", (WORLD,))
+    reference = make_mlp()
+    model = copy.deepcopy(reference).to(DEVICE)
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    # parameters are sharded across ranks, as on CUDA
+    assert model[0].weight.to_local().shape[0] == 16 // WORLD
+    assert model[0].weight.to_local().device == DEVICE
+    train_against_reference(model, reference)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_close(p.full_tensor().cpu(), q.detach(), rtol=1e-5, atol=1e-5)
+
+
+def checkpoint():
+    """FSDP2 model and optimizer state saved with torch.distributed.checkpoint
+    (each rank writes its shards) and loaded into a differently initialised copy."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("tpu", (WORLD,))
+
+    def sharded(seed):
+        torch.manual_seed(seed)
+        model = fully_shard(nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).to(DEVICE), mesh=mesh)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+        model(torch.randn(4, 8, device=DEVICE)).sum().backward()
+        opt.step()
+        return model, opt
+
+    path = os.path.join(os.environ["TORCH_TPU_TEST_DIR"], "checkpoint")
+    saved, saved_opt = sharded(0)
+    model_state, optim_state = get_state_dict(saved, saved_opt)
+    dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path)
+    loaded, loaded_opt = sharded(1)
+    model_state, optim_state = get_state_dict(loaded, loaded_opt)
+    state = {"model": model_state, "optim": optim_state}
+    dcp.load(state, checkpoint_id=path)
+    set_state_dict(loaded, loaded_opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    for p, q in zip(saved.parameters(), loaded.parameters()):
+        assert q.to_local().device == DEVICE
+        assert_close(q.full_tensor().cpu(), p.full_tensor().cpu())
+    exp_avg = [s["exp_avg"].full_tensor().cpu() for s in loaded_opt.state.values()]
+    assert_close(exp_avg, [s["exp_avg"].full_tensor().cpu() for s in saved_opt.state.values()])
+
+
+def dtensor():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("tpu", (WORLD,))
+    a, b = rank_input(0, shape=(WORLD * 2, 6)) / 10, rank_input(1, shape=(6, 4)) / 10
+    da = distribute_tensor(a.to(DEVICE), mesh, [Shard(0)])
+    db = distribute_tensor(b.to(DEVICE), mesh, [Replicate()])
+    assert da.to_local().shape == (2, 6)
+    assert_close((da @ db).full_tensor().cpu(), a @ b)
+    assert_close(da.sum().full_tensor().cpu(), a.sum())
+    assert_close(da.redistribute(mesh, [Replicate()]).to_local().cpu(), a)
+
+
+def divergent():
+    """Rank-divergent code: each rank runs different ops, shapes and
+    data-dependent branches between the collectives, and only some ranks use a
+    subgroup."""
+    x = rank_input(RANK, shape=(5, 5)).to(DEVICE) / 10
+    if RANK == 0:
+        y = (x @ x.t()).sin().sum(1)
+        extra = torch.ones(7, 3, device=DEVICE).cumsum(0)  # a graph rank 1 never builds
+        y = y + extra.mean()
+    else:
+        y = x.tanh()[:, 1] * 3
+        if y.sum().item() > 0:  # a data-dependent branch only this rank takes
+            y = y - 1
+    dist.all_reduce(y)
+    xs = [rank_input(r, shape=(5, 5)) / 10 for r in range(WORLD)]
+    parts = []
+    for r, xr in enumerate(xs):
+        if r == 0:
+            parts.append((xr @ xr.t()).sin().sum(1) + torch.ones(7, 3).cumsum(0).mean())
+        else:
+            v = xr.tanh()[:, 1] * 3
+            parts.append(v - 1 if v.sum().item() > 0 else v)
+    assert_close(y.cpu(), torch.stack(parts).sum(0), rtol=1e-5, atol=1e-5)
+    # a subgroup of rank 0 alone: only rank 0 calls its collective
+    solo = dist.new_group([0])
+    if RANK == 0:
+        t = torch.full((3,), 2.0, device=DEVICE)
+        dist.all_reduce(t, group=solo)
+        assert_close(t.cpu(), torch.full((3,), 2.0))
+    dist.barrier()
+
+
+def errors():
+    """Bad calls raise a clear error on the calling rank, before any
+    communication, and leave the group and the tensors usable."""
+    t = rank_input(RANK).to(DEVICE)
+    wrong = torch.empty(5, device=DEVICE)
+    try:
+        dist.all_gather_into_tensor(wrong, t)
+    except RuntimeError as e:
+        assert "all_gather_into_tensor" in str(e) and "5 elements" in str(e), e
+    else:
+        raise AssertionError("a wrong all_gather_into_tensor output size did not raise")
+    try:
+        dist.reduce_scatter_tensor(torch.empty(4, device=DEVICE), t)
+    except RuntimeError as e:
+        assert "reduce_scatter_tensor" in str(e) and "12 elements" in str(e), e
+    else:
+        raise AssertionError("a wrong reduce_scatter_tensor input size did not raise")
+    try:
+        dist.all_gather([torch.empty(3, 4, device=DEVICE)] + [torch.empty(3, 4)] * (WORLD - 1), t)
+    except RuntimeError as e:
+        assert "allgather" in str(e) and "cpu" in str(e), e
+    else:
+        raise AssertionError("a CPU output among tpu ones did not raise")
+    assert_close(t.cpu(), rank_input(RANK))  # untouched
+    dist.all_reduce(t)  # the group still works
+    assert_close(t.cpu(), torch.stack(all_inputs()).sum(0))
+
+
+def peer_exit():
+    """A rank that dies makes its peers' next collective raise, not hang."""
+    if RANK == WORLD - 1:
+        print("rank %d peer_exit ok" % RANK, flush=True)
+        os._exit(0)
+    t = rank_input(RANK).to(DEVICE)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(t)
+    except (RuntimeError, dist.DistError) as e:
+        print("rank %d: all_reduce raised after %.1f s: %s" % (RANK, time.monotonic() - start, str(e)[:200]),
+              flush=True)
+    else:
+        raise AssertionError("all_reduce with a dead peer returned")
+    assert_close(t.cpu(), rank_input(RANK))  # the rank's own data is intact
+
+
+SCENARIOS = {f.__name__: f for f in (collectives, ddp, fsdp2, checkpoint, dtensor, divergent, errors,
+                                      peer_exit)}
+
+
+def main(names):
+    dist.init_process_group(timeout=datetime.timedelta(seconds=120))
+    torch.tpu.set_device(DEVICE)
+    try:
+        for name in names:
+            SCENARIOS[name]()
+            torch.tpu.synchronize()
+            print("rank %d %s ok" % (RANK, name), flush=True)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
