@@ -283,6 +283,28 @@ def dtensor():
     assert_close(da.redistribute(mesh, [Replicate()]).to_local().cpu(), a)
 
 
+def compiled():
+    """torch.compile(backend="tpu") of a DDP module (DDP's hooks run between the
+    compiled pieces) and of a DTensor function (functional collectives in the graph)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    reference = make_mlp()
+    model = copy.deepcopy(reference).to(DEVICE)
+    train_against_reference(torch.compile(DDP(model, device_ids=[DEVICE.index]), backend="tpu"), reference)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-5)
+
+    mesh = init_device_mesh("tpu", (WORLD,))
+    a, b = rank_input(0, shape=(WORLD * 2, 6)) / 10, rank_input(1, shape=(6, 4)) / 10
+    da = distribute_tensor(a.to(DEVICE), mesh, [Shard(0)])
+    db = distribute_tensor(b.to(DEVICE), mesh, [Replicate()])
+    product = torch.compile(lambda u, v: (u @ v).redistribute(mesh, [Replicate()]).to_local(), backend="tpu")
+    for _ in range(2):
+        assert_close(product(da, db).cpu(), a @ b)
+
+
 def divergent():
     """Rank-divergent code: each rank runs different ops, shapes and
     data-dependent branches between the collectives, and only some ranks use a
@@ -360,7 +382,7 @@ def peer_exit():
     assert_close(t.cpu(), rank_input(RANK))  # the rank's own data is intact
 
 
-SCENARIOS = {f.__name__: f for f in (collectives, ddp, fsdp2, checkpoint, dtensor, divergent, errors,
+SCENARIOS = {f.__name__: f for f in (collectives, ddp, fsdp2, checkpoint, dtensor, compiled, divergent, errors,
                                       peer_exit)}
 
 

@@ -28,9 +28,9 @@ def torchrun(ranks, scenarios, tmp_path, **env):
             assert "rank %d %s ok" % (rank, scenario) in out.stdout, (out.stdout, errors)
 
 
-@pytest.mark.parametrize("mode", ["strict", "fused"])
-def test_two_ranks(mode, tmp_path):
-    torchrun(2, ALL, tmp_path, TORCH_TPU_EAGER_MODE=mode)
+@pytest.mark.parametrize("mode, scenarios", [("strict", ALL + ["compiled"]), ("fused", ALL)])
+def test_two_ranks(mode, scenarios, tmp_path):
+    torchrun(2, scenarios, tmp_path, TORCH_TPU_EAGER_MODE=mode)
 
 
 def test_four_ranks_with_divergent_code(tmp_path):
