@@ -148,6 +148,28 @@ def collectives():
         work.wait()
     assert_close(incoming.cpu(), rank_input(source))
 
+    if WORLD == 2:  # a receive from any source names its sender
+        if RANK == 1:
+            dist.send(torch.full((2,), 7.0, device=DEVICE), dst=0)
+        else:
+            anything = torch.empty(2, device=DEVICE)
+            assert dist.recv(anything) == 1
+            assert_close(anything.cpu(), torch.full((2,), 7.0))
+
+    # complex, bool, 0-dim and empty tensors
+    z = torch.complex(rank_input(RANK), -rank_input(RANK)).to(DEVICE)
+    dist.all_reduce(z)
+    assert_close(z.cpu(), torch.complex(stack.sum(0), -stack.sum(0)))
+    flags = torch.tensor([RANK == 0, False, True], device=DEVICE)
+    dist.all_reduce(flags, op=R.MAX)
+    assert flags.cpu().tolist() == [True, False, True]
+    scalar = torch.tensor(float(RANK + 1), device=DEVICE)
+    dist.all_reduce(scalar)
+    assert scalar.item() == WORLD * (WORLD + 1) / 2
+    empty = torch.empty(0, 3, device=DEVICE)
+    dist.all_reduce(empty)
+    assert empty.shape == (0, 3)
+
     # async handles, objects, barrier, the CPU side of the default group
     t = rank_input(RANK).to(DEVICE)
     work = dist.all_reduce(t, async_op=True)
