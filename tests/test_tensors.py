@@ -1,4 +1,6 @@
 """Storage, transfers and views: tpu tensors must alias exactly as CPU ones."""
+import copy
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -316,3 +318,27 @@ def test_printing_a_fake_tpu_tensor_reads_no_values():
 
     fake = FakeTensorMode().from_tensor(torch.ones(2, 3, device="tpu"))
     assert repr(fake) == "FakeTensor(..., device='tpu:0', size=(2, 3))"
+
+
+def test_module_to_tpu_keeps_parameters_and_tied_weights():
+    # As with CUDA: .to() swaps each parameter's data in place, so parameters keep
+    # their identity, tied weights stay tied, and an optimizer made before the
+    # move updates the moved parameters.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10, bias=False))
+    model[1].weight = model[0].weight  # tied, as a language model's embedding and head
+    reference = copy.deepcopy(model)
+    params = list(model.parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.to("tpu")
+    assert [p is q for p, q in zip(model.parameters(), params)] == [True]
+    assert model[1].weight is model[0].weight and model[0].weight.device.type == "tpu"
+    ids = torch.tensor([[1, 2, 3]])
+    for m, device in ((model, "tpu"), (reference, "cpu")):
+        m(ids.to(device)).sum().backward()
+    opt.step()
+    torch.optim.SGD(reference.parameters(), lr=0.5).step()
+    assert_close(model[0].weight.detach().cpu(), reference[0].weight.detach())
+    model.cpu()  # and back
+    assert model[1].weight is model[0].weight is params[0] and params[0].device.type == "cpu"
+    assert_close(params[0].grad, reference[0].weight.grad)

@@ -290,9 +290,23 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(storage), 0, {0}, {});
 }
 
+// Whether `param.data = from` may swap `from`'s storage into `self` in place.
+// Module.to() asks this before moving each parameter: c10 answers yes only for
+// its own list of dense backends, which lacks PrivateUse1, and on a no
+// Module.to() makes a new Parameter per module, which unties tied weights (a
+// language model's embedding and output head). Dense CPU and tpu tensors swap
+// as CPU and CUDA ones do.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && !t.is_nested() && (t.is_cpu() || t.is_privateuseone());
+  };
+  return dense(self) && dense(from);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("_efficientzerotensor", efficient_zero_tensor);

@@ -1,0 +1,122 @@
+"""Hugging Face Transformers models on tpu, compared with the same models on CPU:
+logits, loss and every gradient, greedy `generate` (KV cache), and loading with
+`device_map="tpu"`. Small random configurations (no download); dropout off, so
+CPU and tpu compute the same function. No op may fall back to the CPU."""
+import copy
+
+import pytest
+import torch
+from torch.testing import assert_close
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+
+import torch_tpu
+
+SMALL = dict(vocab_size=256, max_position_embeddings=64)
+DECODER = dict(num_hidden_layers=2, num_attention_heads=4, hidden_size=64, intermediate_size=128, **SMALL)
+CAUSAL_LMS = {
+    "gpt2": dict(n_layer=2, n_head=2, n_embd=64, vocab_size=256, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
+                 attn_pdrop=0.0),  # tied embedding and head, learned positions
+    "llama": dict(num_key_value_heads=2, **DECODER),  # RoPE, RMSNorm, grouped-query attention, SwiGLU
+    "mistral": dict(num_key_value_heads=2, **DECODER),
+    "qwen2": dict(num_key_value_heads=2, **DECODER),  # biased q/k/v projections
+    "gemma": dict(num_key_value_heads=1, head_dim=16, **DECODER),  # multi-query attention, GeGLU
+    "phi": dict(resid_pdrop=0.0, embd_pdrop=0.0, **DECODER),  # partial rotary, parallel block
+    "gpt_neox": dict(**DECODER),
+    "opt": dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=64, ffn_dim=128, word_embed_proj_dim=64,
+                dropout=0.0, attention_dropout=0.0, **SMALL),
+}
+
+
+def build(auto_class, model_type, **config):
+    cfg = AutoConfig.for_model(model_type, **config)
+    torch.manual_seed(0)
+    cpu = auto_class.from_config(cfg)
+    return cpu, copy.deepcopy(cpu).to("tpu")
+
+
+def tokens(shape, seed=0):
+    return torch.randint(3, 256, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def compare_training_step(cpu, tpu, **inputs):
+    """One forward and backward on each: loss, logits and every gradient."""
+    fallbacks = torch_tpu.metrics()["fallbacks"]
+    cpu.train()
+    tpu.train()
+    out_cpu = cpu(**inputs)
+    out_tpu = tpu(**{k: v.to("tpu") for k, v in inputs.items()})
+    assert_close(out_tpu.logits.cpu(), out_cpu.logits, rtol=1e-4, atol=1e-4)
+    assert_close(out_tpu.loss.cpu(), out_cpu.loss, rtol=1e-5, atol=1e-5)
+    out_cpu.loss.backward()
+    out_tpu.loss.backward()
+    checked = 0
+    for (name, p_tpu), p_cpu in zip(tpu.named_parameters(), cpu.parameters()):
+        if p_cpu.grad is None:
+            assert p_tpu.grad is None, name
+            continue
+        assert p_tpu.device.type == "tpu", name
+        assert_close(p_tpu.grad.cpu(), p_cpu.grad, rtol=1e-3, atol=1e-4, msg=lambda m, n=name: "%s: %s" % (n, m))
+        checked += 1
+    assert checked > 4
+    assert torch_tpu.metrics()["fallbacks"] == fallbacks, torch_tpu.metrics()["fallback_ops"]
+
+
+@pytest.mark.parametrize("model_type", sorted(CAUSAL_LMS))
+def test_causal_lm_trains_and_generates_as_on_cpu(model_type):
+    cpu, tpu = build(AutoModelForCausalLM, model_type, **CAUSAL_LMS[model_type])
+    ids = tokens((2, 16))
+    compare_training_step(cpu, tpu, input_ids=ids, labels=ids)
+    cpu.eval()
+    tpu.eval()
+    prompt = tokens((2, 6), seed=1)
+    mask = torch.ones_like(prompt)
+    expected = cpu.generate(prompt, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0)
+    got = tpu.generate(prompt.to("tpu"), attention_mask=mask.to("tpu"), max_new_tokens=6, do_sample=False,
+                       pad_token_id=0)
+    assert got.device.type == "tpu"
+    assert torch.equal(got.cpu(), expected)
+
+
+def test_tied_embedding_and_head_stay_tied():
+    _, tpu = build(AutoModelForCausalLM, "gpt2", **CAUSAL_LMS["gpt2"])
+    assert tpu.lm_head.weight is tpu.transformer.wte.weight
+
+
+def test_masked_lm_bert():
+    cpu, tpu = build(AutoModelForMaskedLM, "bert", num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
+                     intermediate_size=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **SMALL)
+    ids = tokens((2, 12))
+    labels = torch.full_like(ids, -100)
+    labels[:, 3] = ids[:, 3]
+    compare_training_step(cpu, tpu, input_ids=ids, token_type_ids=torch.zeros_like(ids), labels=labels)
+
+
+def test_seq2seq_t5():
+    cpu, tpu = build(AutoModelForSeq2SeqLM, "t5", num_layers=2, num_heads=2, d_model=64, d_kv=32, d_ff=128,
+                     vocab_size=256, dropout_rate=0.0, decoder_start_token_id=0)
+    ids, labels = tokens((2, 10)), tokens((2, 7), seed=2)
+    compare_training_step(cpu, tpu, input_ids=ids, labels=labels)
+    cpu.eval()
+    tpu.eval()
+    expected = cpu.generate(ids, max_new_tokens=5, do_sample=False)
+    assert torch.equal(tpu.generate(ids.to("tpu"), max_new_tokens=5, do_sample=False).cpu(), expected)
+
+
+def test_from_pretrained_with_device_map_tpu(tmp_path):
+    cpu, _ = build(AutoModelForCausalLM, "llama", num_key_value_heads=2, **DECODER)
+    cpu.save_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path, device_map="tpu")
+    assert {p.device.type for p in loaded.parameters()} == {"tpu"}
+    ids = tokens((1, 8))
+    with torch.no_grad():
+        assert_close(loaded(ids.to("tpu")).logits.cpu(), cpu(ids).logits, rtol=1e-4, atol=1e-4)
+
+
+def test_generate_in_fused_mode():
+    cpu, tpu = build(AutoModelForCausalLM, "llama", num_key_value_heads=2, **DECODER)
+    prompt = tokens((1, 5))
+    expected = cpu.eval().generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0)
+    with torch_tpu.eager_mode("fused"):
+        got = tpu.eval().generate(prompt.to("tpu"), max_new_tokens=8, do_sample=False, pad_token_id=0)
+        assert torch.equal(got.cpu(), expected)
+
