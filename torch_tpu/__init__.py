@@ -27,6 +27,7 @@ from . import modes as _modes  # noqa: E402
 from . import _compile  # noqa: E402
 from . import _printing  # noqa: E402
 from . import _distributed  # noqa: E402
+from ._jax import jax_kernel  # noqa: E402,F401
 from ._bucket_policy import get_dynamic_buckets, set_dynamic_buckets  # noqa: E402,F401
 
 _compile.install_backends()
@@ -37,7 +38,7 @@ _cache.init_from_environment()
 _modes._init_from_environment()
 
 __all__ = ["metrics", "metrics_report", "reset_metrics", "sync", "plugin_info", "set_eager_mode", "get_eager_mode",
-           "eager_mode", "set_cache_dir", "get_cache_dir"]
+           "eager_mode", "set_cache_dir", "get_cache_dir", "jax_kernel"]
 
 set_cache_dir = _cache.set_cache_dir
 get_cache_dir = _cache.get_cache_dir

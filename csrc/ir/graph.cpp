@@ -162,6 +162,16 @@ std::vector<Value> Graph::add_while(std::vector<Value> init, std::shared_ptr<con
   return results;
 }
 
+std::vector<Value> Graph::add_call(std::shared_ptr<const Callee> callee, const std::vector<Value>& args) {
+  if (!callee || callee->results.empty()) throw std::logic_error("ir: a call needs a callee with results");
+  Value c = add("func.call", args, callee->results[0], "callee = @" + callee->name);
+  nodes_[c.id].callee = callee;
+  std::vector<Value> results;
+  for (size_t k = 0; k < callee->results.size(); ++k)
+    results.push_back(add(kResultOp, {c}, callee->results[k], std::to_string(k)));
+  return results;
+}
+
 namespace {
 // Decimal digits of `v`, appended without a temporary string: key() formats
 // every operand and dimension of every node, once per launch.
@@ -263,6 +273,7 @@ void Graph::emit_body(std::string& out, const std::string& prefix, const std::ve
     names[i] = "%" + prefix + std::to_string(i);
     out += indent + names[i];
     if (n.loop) out += ":" + std::to_string(ids.size());
+    if (n.callee) out += ":" + std::to_string(n.callee->results.size());
     out += std::string(" = \"") + n.op + "\"(";
     for (size_t j = 0; j < ids.size(); ++j) {
       if (j) out += ", ";
@@ -288,6 +299,12 @@ void Graph::emit_body(std::string& out, const std::string& prefix, const std::ve
       out += indent + "}, {\n";
       region(*n.loop->body, "b");
       out += indent + "}) : (" + types + ") -> (" + types + ")\n";
+      continue;
+    }
+    if (n.callee) {
+      std::string results;
+      for (const Type& t : n.callee->results) results += (results.empty() ? "" : ", ") + t.mlir();
+      out += " {" + n.attrs + "} : (" + type_list(nodes_, ids) + ") -> (" + results + ")\n";
       continue;
     }
     if (n.combiner != Combiner::None) {
@@ -334,7 +351,18 @@ std::string Graph::to_mlir() const {
   }
   out += ") -> (" + type_list(nodes_, outputs_) + ") {\n";
   emit_body(out, "", parameter_names, "func.return", "    ");
-  out += "  }\n}\n";
+  out += "  }\n";
+  std::vector<const Callee*> emitted;  // each callee's definitions once
+  for (const Node& n : nodes_) {
+    if (!n.callee) continue;
+    bool seen = false;
+    for (const Callee* c : emitted) seen = seen || c->name == n.callee->name;
+    if (seen) continue;
+    emitted.push_back(n.callee.get());
+    out += n.callee->text;
+    if (!n.callee->text.empty() && n.callee->text.back() != '\n') out += '\n';
+  }
+  out += "}\n";
   return out;
 }
 

@@ -58,7 +58,17 @@ struct LoopRegions {
   std::shared_ptr<const Graph> cond, body;
 };
 
-// The k-th result of a multi-result node (a while loop) is a node of its own:
+// A function defined outside torch_tpu (a StableHLO module lowered by JAX),
+// called by name. `text` holds its func.func definitions, renamed so that every
+// symbol in it starts with `name` (unique per content), which keeps functions
+// of different origins apart when graphs are appended into one program.
+struct Callee {
+  std::string name;          // the entry function's symbol, without '@'
+  std::string text;          // func.func definitions: the entry and its private helpers
+  std::vector<Type> results;
+};
+
+// The k-th result of a multi-result node (a while loop, a call) is a node of its own:
 // op kResultOp, one operand (the loop), attrs = k. It emits no line.
 inline constexpr const char* kResultOp = "result";
 
@@ -71,6 +81,7 @@ struct Node {
   std::string attrs;  // rendered attribute entries, without braces
   Combiner combiner = Combiner::None;
   std::shared_ptr<const LoopRegions> loop;  // stablehlo.while only
+  std::shared_ptr<const Callee> callee;     // func.call only
 };
 
 // A graph's nodes, in chunks that never move (references returned by
@@ -142,6 +153,9 @@ class Graph {
   // A stablehlo.while over `init` (see LoopRegions); returns its results,
   // one per carried value. ir::while_loop (ops.h) builds the regions.
   std::vector<Value> add_while(std::vector<Value> init, std::shared_ptr<const LoopRegions> loop);
+  // A func.call of `callee` with `args`; returns its results. The program's
+  // text then carries the callee's definitions after @main.
+  std::vector<Value> add_call(std::shared_ptr<const Callee> callee, const std::vector<Value>& args);
   void add_output(Value v) { outputs_.push_back(v.id); }
   // Moves every node of `other` (left empty) to the end of this graph; its k-th
   // parameter becomes `arguments[k]` of this graph. `mapped` is replaced by the

@@ -3,6 +3,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include "aten/external.h"
 #include "aten/fusion.h"
 #include "aten/program.h"
 #include "aten/storage.h"
@@ -191,6 +192,11 @@ PYBIND11_MODULE(_C, m) {
     });
   });
   m.def("_abandon_capture", &aten::abandon_capture);
+  // torch_tpu.jax_kernel: a StableHLO function lowered by JAX, run as one op.
+  m.def("_call_external", [](const std::string& name, const std::string& text, const std::vector<at::Tensor>& inputs,
+                             const std::vector<at::Tensor>& outputs) {
+    runtime::python_errors([&] { aten::call_external(name, text, inputs, outputs); });
+  });
   m.def("_flush", [](const std::string& reason) {
     py::gil_scoped_release release;
     runtime::flush_pending(reason == "sync"             ? aten::Cut::Sync
