@@ -445,6 +445,39 @@ void ir_append_into_buffer() {
   CHECK(threw);
 }
 
+// A call of an external function: results through result nodes, the callee's
+// definitions emitted once after @main however often it is called, its name in the key.
+void ir_call_external() {
+  auto callee = std::make_shared<ir::Callee>();
+  callee->name = "ext_f";
+  callee->text = "  func.func private @ext_f(%a: tensor<2xf32>) -> (tensor<2xf32>, tensor<i32>) { }\n";
+  callee->results = {Type{DType::F32, {2}}, Type{DType::S32, {}}};
+  Graph g;
+  Value x = param(g, DType::F32, {2});
+  std::vector<Value> first = g.add_call(callee, {x});
+  std::vector<Value> second = g.add_call(callee, {first[0]});
+  CHECK_EQ(first.size(), size_t{2});
+  CHECK(g.type(first[1]) == (Type{DType::S32, {}}));
+  g.add_output(second[0]);
+  g.add_output(first[1]);
+  std::string text = g.to_mlir();
+  CHECK(text.find("\"func.call\"(%arg0) {callee = @ext_f} : (tensor<2xf32>) -> (tensor<2xf32>, tensor<i32>)") !=
+        std::string::npos);
+  CHECK(text.find("%1#0") != std::string::npos && text.find("%1#1") != std::string::npos);
+  size_t definition = text.find("func.func private @ext_f");
+  CHECK(definition != std::string::npos && definition > text.find("func.func public @main"));
+  CHECK(text.find("func.func private @ext_f", definition + 1) == std::string::npos);  // once
+  CHECK(g.key().find("ext_f") != std::string::npos);
+  Graph empty;
+  bool threw = false;
+  try {
+    empty.add_call(std::make_shared<ir::Callee>(), {});
+  } catch (const std::logic_error&) {
+    threw = true;
+  }
+  CHECK(threw);
+}
+
 void ir_identity_folds() {
   Graph g;
   Value x = param(g, DType::F32, {2, 3});
@@ -1179,6 +1212,7 @@ const Case kCases[] = {
     {"ir_ints", ir_ints, false},
     {"ir_node_store", ir_node_store, false},
     {"ir_append_into_buffer", ir_append_into_buffer, false},
+    {"ir_call_external", ir_call_external, false},
     {"ir_identity_folds", ir_identity_folds, false},
     {"plugin_api_version", plugin_api_version, true},
     {"plugin_load_twice", plugin_load_twice, true},
