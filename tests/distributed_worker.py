@@ -40,7 +40,8 @@ def collectives():
     stack = torch.stack(all_inputs())
     for op, expected in [(R.SUM, stack.sum(0)), (R.AVG, stack.mean(0)), (R.MIN, stack.amin(0)),
                          (R.MAX, stack.amax(0)), (R.PRODUCT, stack.prod(0)),
-                         (dist._make_nccl_premul_sum(0.5), stack.sum(0) * 0.5)]:
+                         (dist._make_nccl_premul_sum(0.5), stack.sum(0) * 0.5),
+                         (dist._make_nccl_premul_sum(torch.tensor(0.25, device=DEVICE)), stack.sum(0) * 0.25)]:
         t = rank_input(RANK).to(DEVICE)
         dist.all_reduce(t, op=op)
         assert t.device == DEVICE
@@ -356,6 +357,10 @@ def divergent():
         t = torch.full((3,), 2.0, device=DEVICE)
         dist.all_reduce(t, group=solo)
         assert_close(t.cpu(), torch.full((3,), 2.0))
+        # PREMUL_SUM alone scales in place, by a number or a tpu tensor
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5), group=solo)
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(torch.tensor(3.0, device=DEVICE)), group=solo)
+        assert_close(t.cpu(), torch.full((3,), 3.0))
     dist.barrier()
 
 

@@ -1,5 +1,6 @@
 """Fused (DeferAndFuse) eager mode and buffer donation."""
 import copy
+import json
 import threading
 
 import pytest
@@ -239,6 +240,75 @@ def test_ops_from_another_thread_start_a_new_graph(fused):
     w = results["z"] * 3  # back on this thread: the worker's graph is cut
     assert thread_switch_cuts() - before == 2
     torch.testing.assert_close(w.cpu(), (torch.arange(6.0) * 2 + 1) * 3)
+
+
+MERGE_BACKWARD_RUN = """
+import json, threading, torch, torch_tpu
+from torch_tpu import testing as workloads
+torch_tpu.set_eager_mode("fused")
+torch.manual_seed(0)
+config = workloads.GPT_TINY
+cpu_model = workloads.GPT(config)
+tpu_model = workloads.GPT(config)
+tpu_model.load_state_dict(cpu_model.state_dict())
+tpu_model.to("tpu")
+cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.1)
+tpu_opt = torch.optim.SGD(tpu_model.parameters(), lr=0.1)
+record = {"cpu_losses": [], "tpu_losses": [], "executions": [], "thread_switch_cuts": []}
+for step in range(4):
+    tokens, targets = workloads.gpt_batch(config, seed=step)
+    _, loss = cpu_model(tokens, targets)
+    loss.backward()
+    cpu_opt.step()
+    cpu_opt.zero_grad()
+    record["cpu_losses"].append(loss.item())
+    torch.tpu.synchronize()
+    if step == 3:
+        torch.tpu.reset_peak_memory_stats()
+        base = torch.tpu.memory_allocated()
+    before = torch_tpu.metrics()
+    _, loss = tpu_model(tokens.to("tpu"), targets.to("tpu"))
+    loss.backward()
+    tpu_opt.step()
+    tpu_opt.zero_grad()
+    record["tpu_losses"].append(loss.item())
+    after = torch_tpu.metrics()
+    record["executions"].append(after["executions"] - before["executions"])
+    record["thread_switch_cuts"].append(after["fused_cuts"].get("thread_switch", 0) -
+                                        before["fused_cuts"].get("thread_switch", 0))
+record["peak_bytes"] = torch.tpu.max_memory_allocated() - base
+record["max_param_error"] = max((p.detach().cpu() - q.detach()).abs().max().item()
+                                for p, q in zip(tpu_model.parameters(), cpu_model.parameters()))
+# A thread of the user's own still starts a graph of its own.
+y = torch.arange(6.0, device="tpu") * 2
+before = torch_tpu.metrics()["fused_cuts"].get("thread_switch", 0)
+worker = threading.Thread(target=lambda: record.setdefault("z", (y + 1).cpu().tolist()))
+worker.start()
+worker.join()
+record["user_thread_cuts"] = torch_tpu.metrics()["fused_cuts"].get("thread_switch", 0) - before
+print(json.dumps(record))
+"""
+
+
+def test_merged_backward_keeps_activations_inside_one_program():
+    runs = {}
+    for merge in ("0", "1"):
+        out = run_python(MERGE_BACKWARD_RUN, TORCH_TPU_FUSED_MERGE_BACKWARD=merge)
+        assert out.returncode == 0, out.stderr
+        runs[merge] = json.loads(out.stdout.strip().splitlines()[-1])
+    split, merged = runs["0"], runs["1"]
+    for run in (split, merged):
+        assert run["tpu_losses"] == pytest.approx(run["cpu_losses"], rel=1e-4, abs=1e-5)
+        assert run["max_param_error"] < 1e-4
+        assert run["z"] == [1.0, 3.0, 5.0, 7.0, 9.0, 11.0]
+        assert run["user_thread_cuts"] == 1
+    # Split: forward, backward (cut when autograd's thread starts, and again when
+    # the main thread goes on) and the optimizer; merged: no cut into backward.
+    assert split["thread_switch_cuts"][1:] == [2, 2, 2]
+    assert merged["thread_switch_cuts"][1:] == [1, 1, 1]
+    assert merged["executions"][-1] == split["executions"][-1] - 1
+    # Activations saved for backward are never written out.
+    assert merged["peak_bytes"] < 0.75 * split["peak_bytes"], (merged["peak_bytes"], split["peak_bytes"])
 
 
 def test_in_place_update_donates_the_old_buffer():

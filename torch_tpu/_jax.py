@@ -163,7 +163,7 @@ class _Kernel:
             outputs = _JaxFunction.apply(lowered, *tensors)
         else:
             outputs = lowered.run(tensors)
-        return _import_jax().tree_util.tree_unflatten(lowered.treedef, list(outputs))
+        return lowered.treedef.unflatten(list(outputs))
 
 
 class _JaxFunction(torch.autograd.Function):

@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <pthread.h>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/diagnostics.h"
 #include "engine/metrics.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
@@ -31,6 +33,26 @@ size_t max_ops() {
     return n > 0 ? static_cast<size_t>(n) : size_t(4096);
   }();
   return limit;
+}
+
+// TORCH_TPU_FUSED_MERGE_BACKWARD=1: backward joins the forward's pending graph
+// instead of starting its own, so activations saved for backward stay inside one
+// program and are never written out (lower peak memory; the forward no longer runs
+// while backward is recorded).
+bool merge_backward() {
+  static const bool merge = engine::env_flag("TORCH_TPU_FUSED_MERGE_BACKWARD");
+  return merge;
+}
+
+// Autograd's device threads, which record backward passes; c10 names them
+// "pt_autograd_<device>" before they run any work.
+bool on_autograd_thread() {
+  thread_local const bool autograd = [] {
+    char name[16] = {};
+    return pthread_getname_np(pthread_self(), name, sizeof(name)) == 0 &&
+           std::strncmp(name, "pt_autograd_", 12) == 0;
+  }();
+  return autograd;
 }
 
 thread_local Cut t_cut_reason = Cut::DataRead;
@@ -200,8 +222,10 @@ std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& gra
   // Ops from another thread start a new graph. Backward runs on autograd's
   // device thread, so the forward graph executes while backward is recorded,
   // and the backward graph while the optimizer is: a training step overlaps
-  // host and device instead of alternating between them.
-  if (!p.ops.empty() && p.recorder != std::this_thread::get_id()) p.run(device, Cut::ThreadSwitch, {});
+  // host and device instead of alternating between them. Merging backward
+  // keeps only the second cut.
+  if (!p.ops.empty() && p.recorder != std::this_thread::get_id() && !(merge_backward() && on_autograd_thread()))
+    p.run(device, Cut::ThreadSwitch, {});
   p.recorder = std::this_thread::get_id();
   c10::SmallVector<ir::Value, 8> inputs;
   for (const ProgramArgument& a : arguments) {

@@ -91,11 +91,6 @@ std::string shape_string(at::IntArrayRef sizes) {
   return s + "]";
 }
 
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
-
 std::string where_in_user_code() {
   std::string location = engine::user_location();
   return location.empty() ? std::string() : " at " + location;
@@ -118,7 +113,7 @@ bool all_finite(const engine::BufferRef& buffer, const ir::Type& type, int devic
 }  // namespace
 
 bool log_ops_enabled() {
-  static const bool enabled = env_flag("TORCH_TPU_LOG_OPS");
+  static const bool enabled = engine::env_flag("TORCH_TPU_LOG_OPS");
   return enabled;
 }
 
@@ -132,7 +127,7 @@ void Program::check_outputs(const std::vector<engine::BufferRef>& outputs) const
                   ": ", e.what());
     }
   }
-  if (!env_flag("TORCH_TPU_CHECK_NAN")) return;
+  if (!engine::env_flag("TORCH_TPU_CHECK_NAN")) return;
   const auto& order = graph_.outputs();
   for (size_t i = 0; i < outputs.size(); ++i) {
     const ir::Type& type = graph_.type(ir::Value{order[i]});

@@ -20,9 +20,16 @@ using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 // sum on the host and scale on the device (before for PREMUL_SUM, after for AVG).
 struct Reduction {
   c10d::ReduceOp host_op;
-  std::optional<at::Tensor> pre_factor;  // PREMUL_SUM's factor, on the tensor's device
-  std::optional<double> pre_factor_value;
+  // PREMUL_SUM's factor: the caller's tensor, or a CPU scalar tensor for a number
+  // (read by value, so it costs no transfer).
+  std::optional<at::Tensor> pre_factor;
   int64_t divisor = 1;  // AVG: the group size
+
+  // The factor for multiplying `t`: a device tensor factor moves to t's device.
+  at::Tensor factor_for(const at::Tensor& t) const {
+    const at::Tensor& f = *pre_factor;
+    return f.is_cpu() && f.dim() == 0 ? f : f.to(t.device());
+  }
 };
 
 Reduction plan_reduction(const c10d::ReduceOp& op, int size) {
@@ -37,10 +44,8 @@ Reduction plan_reduction(const c10d::ReduceOp& op, int size) {
       // NCCLPreMulSumSupplement: the name torch 2.11 has too (2.13 aliases it)
       auto* supplement = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK(supplement != nullptr, "tpu_dist: PREMUL_SUM without a factor");
-      if (supplement->tensor_factor.defined())
-        r.pre_factor = supplement->tensor_factor;
-      else
-        r.pre_factor_value = supplement->double_factor;
+      r.pre_factor = supplement->tensor_factor.defined() ? supplement->tensor_factor
+                                                          : at::scalar_tensor(supplement->double_factor, at::kDouble);
       break;
     }
     default:
@@ -316,8 +321,7 @@ class HostStagedBackend final : public c10d::Backend {
     host.reserve(tensors.size());
     for (const auto& t : tensors) {
       at::Tensor source = t;
-      if (r && r->pre_factor) source = t * r->pre_factor->to(t.device());
-      if (r && r->pre_factor_value) source = t * *r->pre_factor_value;
+      if (r && r->pre_factor) source = t * r->factor_for(t);
       host.push_back(source.to(at::kCPU, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous));
       count_staged(host.back());
     }
@@ -365,10 +369,8 @@ class HostStagedBackend final : public c10d::Backend {
   // A group of one: the reduction of a rank's own tensors is the tensors
   // themselves (scaled by PREMUL_SUM's factor), with no trip through the host.
   static Tensors reduced_alone(Tensors& tensors, const Reduction& r) {
-    for (auto& t : tensors) {
-      if (r.pre_factor) t.mul_(r.pre_factor->to(t.device()));
-      if (r.pre_factor_value) t.mul_(*r.pre_factor_value);
-    }
+    if (r.pre_factor)
+      for (auto& t : tensors) t.mul_(r.factor_for(t));
     return tensors;
   }
 

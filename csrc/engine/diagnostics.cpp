@@ -1,6 +1,8 @@
 #include "engine/diagnostics.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace tpu::engine {
@@ -39,6 +41,11 @@ std::string user_location() {
     provider = g_location_provider;
   }
   return provider ? provider() : std::string();
+}
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
 }  // namespace tpu::engine
