@@ -3,6 +3,8 @@ import os
 
 import pytest
 import torch
+
+import torch_tpu
 from support import run_python
 
 
@@ -135,6 +137,51 @@ def test_memory_stats_track_device_buffers():
     assert torch.tpu.max_memory_allocated() >= before + 1024 * 256 * 4
     torch.tpu.reset_peak_memory_stats()
     assert torch.tpu.max_memory_allocated() == before
+
+
+def test_memory_info_reserved_and_properties():
+    free, total = torch.tpu.mem_get_info()
+    assert 0 < free <= total
+    assert torch.accelerator.get_memory_info(0)[1] == total
+    if torch_tpu.plugin_info()["platform"] == "cpu":  # XLA:CPU devices are host memory
+        assert total == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    props = torch.tpu.get_device_properties(0)
+    assert props.total_memory == total and props.name == torch.tpu.get_device_name(0)
+    assert props.platform == torch_tpu.plugin_info()["platform"]
+    # No cache of freed blocks: reserved is allocated, and empty_cache has nothing to return.
+    x = torch.ones(256, 1024, device="tpu")
+    torch.tpu.synchronize()
+    assert torch.tpu.memory_reserved() == torch.tpu.memory_allocated() == torch.accelerator.memory_reserved()
+    assert torch.tpu.max_memory_reserved() == torch.tpu.max_memory_allocated()
+    assert torch.tpu.memory_stats()["reserved_bytes.all.current"] == torch.tpu.memory_allocated()
+    torch.tpu.empty_cache()
+    torch.accelerator.empty_cache()
+    assert x.sum().item() == 256 * 1024
+    assert "MiB allocated" in torch.tpu.memory_summary()
+    torch.tpu.reset_max_memory_allocated()
+    assert torch.tpu.max_memory_allocated() == torch.tpu.memory_allocated()
+    assert torch.tpu.OutOfMemoryError is torch.OutOfMemoryError
+    with pytest.raises((IndexError, RuntimeError), match="out of range"):
+        torch.tpu.mem_get_info(torch.tpu.device_count() + 3)
+    with pytest.raises((IndexError, RuntimeError), match="out of range"):
+        torch.accelerator.get_memory_info(torch.tpu.device_count() + 3)
+
+
+def test_device_of_and_stream_context():
+    if torch.tpu.device_count() < 2:
+        pytest.skip("needs two tpu devices")
+    x = torch.ones(2, device="tpu:1")
+    with torch.tpu.device_of(x):
+        assert torch.tpu.current_device() == 1
+    with torch.tpu.device_of(torch.ones(2)):  # a CPU tensor changes nothing
+        assert torch.tpu.current_device() == 0
+    assert torch.tpu.current_device() == 0
+    s = torch.tpu.current_stream()
+    with torch.tpu.stream(s) as entered:
+        assert entered is s
+    torch.tpu.set_stream(s)
+    with pytest.raises(TypeError, match="torch.tpu.Stream"):
+        torch.tpu.set_stream("not a stream")
 
 
 def test_stream_and_event():

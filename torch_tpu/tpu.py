@@ -1,5 +1,4 @@
 """The `torch.tpu` device module: the tpu counterpart of `torch.cuda`."""
-import contextlib
 import time
 
 import torch
@@ -11,7 +10,9 @@ __all__ = [
     "synchronize", "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
     "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all", "default_generators",
     "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "memory_stats",
-    "Stream", "Event", "current_stream", "default_stream", "stream", "get_device_name",
+    "memory_reserved", "max_memory_reserved", "reset_max_memory_allocated", "empty_cache", "mem_get_info",
+    "memory_summary", "get_device_properties", "device_of", "OutOfMemoryError",
+    "Stream", "Event", "current_stream", "default_stream", "stream", "set_stream", "StreamContext", "get_device_name",
     "get_amp_supported_dtype", "is_bf16_supported",
 ]
 
@@ -78,6 +79,13 @@ class device:
         if self.index >= 0 and self.index != self.previous:
             _C._set_device(self.previous)
         return False
+
+
+class device_of(device):
+    """Makes the device of `tensor` current; a no-op for a tensor not on tpu."""
+
+    def __init__(self, tensor):
+        super().__init__(tensor.get_device() if tensor.device.type == "tpu" else None)
 
 
 def synchronize(device=None):
@@ -163,12 +171,70 @@ def reset_peak_memory_stats(device=None):
     _C._reset_peak_memory_stats(_index(device))
 
 
+def memory_reserved(device=None):
+    """The same as memory_allocated(): a buffer goes back to the plugin when its
+    last tensor dies, so torch_tpu holds no cache of freed blocks."""
+    return memory_allocated(device)
+
+
+def max_memory_reserved(device=None):
+    return max_memory_allocated(device)
+
+
+def reset_max_memory_allocated(device=None):
+    reset_peak_memory_stats(device)
+
+
+def empty_cache():
+    """Releases nothing: torch_tpu keeps no cache of freed device memory (see
+    memory_reserved), so what torch.cuda.empty_cache() returns is already returned."""
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes of the device's memory: the plugin's limit where it
+    reports one (TPU), the host's memory for the XLA:CPU plugin's devices."""
+    return tuple(_C._mem_get_info(_index(device)))
+
+
 def memory_stats(device=None):
     index = _index(device)
+    current, peak = _C._memory_allocated(index), _C._max_memory_allocated(index)
     return {
-        "allocated_bytes.all.current": _C._memory_allocated(index),
-        "allocated_bytes.all.peak": _C._max_memory_allocated(index),
+        "allocated_bytes.all.current": current,
+        "allocated_bytes.all.peak": peak,
+        "reserved_bytes.all.current": current,
+        "reserved_bytes.all.peak": peak,
     }
+
+
+def memory_summary(device=None, abbreviated=False):
+    """A short text report of the device's memory, for logs."""
+    index = _index(device)
+    free, total = mem_get_info(index)
+    mib = 1024.0 * 1024.0
+    return ("tpu:%d memory: %.1f MiB allocated (peak %.1f MiB), %.1f MiB free of %.1f MiB\n"
+            % (index, memory_allocated(index) / mib, max_memory_allocated(index) / mib, free / mib, total / mib))
+
+
+class _DeviceProperties:
+    def __init__(self, index):
+        info = _C._init()
+        self.name = get_device_name(index)
+        self.type = info["device_kinds"][index]
+        self.platform = info["platform"]
+        self.total_memory = mem_get_info(index)[1]
+
+    def __repr__(self):
+        return "_TpuDeviceProperties(name=%r, platform=%r, total_memory=%dMB)" % (
+            self.name, self.platform, self.total_memory // (1024 * 1024))
+
+
+def get_device_properties(device=None):
+    """name, type (the plugin's device kind), platform and total_memory (bytes)."""
+    return _DeviceProperties(_index(device))
+
+
+OutOfMemoryError = torch.OutOfMemoryError
 
 
 # ---------------------------------------------------------------- streams and events
@@ -215,9 +281,28 @@ def default_stream(device=None):
     return Stream(device)
 
 
-@contextlib.contextmanager
+def set_stream(stream):
+    """Every stream is the device's one in-order queue: nothing to switch."""
+    if stream is not None and not isinstance(stream, Stream):
+        raise TypeError("expected a torch.tpu.Stream, got %r" % type(stream))
+
+
+class StreamContext:
+    """`with torch.tpu.stream(s):` -- one in-order queue, so work already runs in order."""
+
+    def __init__(self, stream):
+        set_stream(stream)
+        self.stream = stream
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc):
+        return False
+
+
 def stream(s):
-    yield s
+    return StreamContext(s)
 
 
 class Event:

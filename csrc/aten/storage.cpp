@@ -71,6 +71,13 @@ class TpuAllocator final : public c10::DeviceAllocator {
   }
   void resetAccumulatedStats(c10::DeviceIndex) override {}
   void resetPeakStats(c10::DeviceIndex device) override { reset_peak_memory(device); }
+  // torch.accelerator.get_memory_info. No `override`: older torch releases
+  // lack this virtual, and the extension builds against them too.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) {
+    runtime::check_device(device);
+    auto [free, total] = engine::Runtime::get().memory_info(device);
+    return {static_cast<size_t>(free), static_cast<size_t>(total)};
+  }
 };
 
 TpuAllocator g_allocator;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "engine/metrics.h"
 
 namespace tpu::engine {
@@ -244,6 +246,24 @@ std::shared_ptr<pjrt::Executable> Runtime::load_or_compile(const std::string& ke
 size_t Runtime::cache_size() const {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   return cache_.size();
+}
+
+std::pair<int64_t, int64_t> Runtime::memory_info(int device_index) const {
+  if (auto stats = client_->memory_stats(device(device_index)); stats && stats->bytes_limit >= 0)
+    return {stats->bytes_limit - stats->bytes_in_use, stats->bytes_limit};
+  if (client_->platform_name() != "cpu")
+    throw pjrt::Error("the " + client_->platform_name() + " plugin reports no memory limit for its devices", 12);
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  int64_t total = sysconf(_SC_PHYS_PAGES) * page, available = sysconf(_SC_AVPHYS_PAGES) * page;
+  // MemAvailable counts reclaimable caches too, as the kernel would free them.
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    long long kib = 0;
+    while (std::fgets(line, sizeof(line), f) != nullptr)
+      if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) available = kib * 1024;
+    std::fclose(f);
+  }
+  return {available, total};
 }
 
 int64_t Runtime::memory_in_use(int device) { return g_memory[device].in_use; }

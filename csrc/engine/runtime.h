@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/diagnostics.h"
@@ -80,6 +81,9 @@ class Runtime {
   static int64_t memory_in_use(int device);
   static int64_t memory_peak(int device);
   static void reset_memory_peak(int device);
+  // (free, total) bytes of `device`'s memory, as torch.cuda.mem_get_info: the
+  // plugin's limit where it reports one; XLA:CPU's devices are host memory.
+  std::pair<int64_t, int64_t> memory_info(int device) const;
 
  private:
   explicit Runtime(std::unique_ptr<pjrt::Client> client);

@@ -342,6 +342,24 @@ void Client::describe() {
   }
 }
 
+std::optional<MemoryStats> Client::memory_stats(PJRT_Device* device) const {
+  const PJRT_Api* api = plugin_->api();
+  if (api->struct_size <= offsetof(PJRT_Api, PJRT_Device_MemoryStats) || api->PJRT_Device_MemoryStats == nullptr)
+    return std::nullopt;
+  PJRT_Device_MemoryStats_Args args{};
+  args.struct_size = PJRT_Device_MemoryStats_Args_STRUCT_SIZE;
+  args.device = device;
+  try {
+    check(api, api->PJRT_Device_MemoryStats(&args), "PJRT_Device_MemoryStats");
+  } catch (const Error&) {  // e.g. UNIMPLEMENTED
+    return std::nullopt;
+  }
+  MemoryStats stats;
+  stats.bytes_in_use = args.bytes_in_use;
+  if (args.bytes_limit_is_set) stats.bytes_limit = args.bytes_limit;
+  return stats;
+}
+
 Client::~Client() { destroy(); }
 
 void Client::destroy() {

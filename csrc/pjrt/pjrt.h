@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -118,6 +119,13 @@ struct DeviceInfo {
   std::string kind;
 };
 
+// What a plugin reports of a device's memory (PJRT_Device_MemoryStats); the
+// limit is optional in the API.
+struct MemoryStats {
+  int64_t bytes_in_use = 0;
+  int64_t bytes_limit = -1;  // -1: not reported
+};
+
 // A PJRT_Client_Create option the plugin understands (an int64 value: the
 // only kind torch_tpu passes, e.g. the XLA:CPU plugin's "cpu_device_count").
 using CreateOption = std::pair<std::string, int64_t>;
@@ -134,6 +142,9 @@ class Client {
   const std::string& platform_name() const { return platform_name_; }
   const std::string& platform_version() const { return platform_version_; }
   const std::vector<DeviceInfo>& devices() const { return devices_; }
+
+  // nullopt where the plugin does not implement the query (XLA:CPU).
+  std::optional<MemoryStats> memory_stats(PJRT_Device* device) const;
 
   std::unique_ptr<Executable> compile(const std::string& mlir_module) const;
   std::unique_ptr<Executable> deserialize(const std::string& bytes) const;

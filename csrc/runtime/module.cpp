@@ -220,6 +220,12 @@ PYBIND11_MODULE(_C, m) {
     info["device_kinds"] = kinds;
     return info;
   });
+  m.def("_mem_get_info", [](int device) {
+    return runtime::python_errors([&] {
+      runtime::check_device(device);
+      return runtime::runtime_or_throw().memory_info(device);
+    });
+  });
   m.def("_device_count", &runtime::device_count);
   m.def("_current_device", &runtime::current_device);
   m.def("_set_device", &runtime::set_device);

@@ -536,6 +536,15 @@ void client_info() {
     CHECK(c.devices()[i].device != nullptr);
     CHECK(!c.devices()[i].kind.empty());
     for (size_t j = 0; j < i; ++j) CHECK(c.devices()[i].id != c.devices()[j].id);
+    // Memory statistics are optional in PJRT: absent or sane, never an exception.
+    if (auto stats = c.memory_stats(c.devices()[i].device)) {
+      CHECK(stats->bytes_in_use >= 0);
+      CHECK(stats->bytes_limit == -1 || stats->bytes_limit >= stats->bytes_in_use);
+      std::printf("  (device %zu memory: %lld bytes in use, limit %lld)\n", i,
+                  static_cast<long long>(stats->bytes_in_use), static_cast<long long>(stats->bytes_limit));
+    } else if (i == 0) {
+      std::printf("  (the plugin reports no memory statistics)\n");
+    }
   }
   // A second client on the same plugin is independent and destroys cleanly.
   // (LeakSanitizer cannot see a client that is never destroyed: its worker
