@@ -180,6 +180,9 @@ def test_device_of_and_stream_context():
     with torch.tpu.stream(s) as entered:
         assert entered is s
     torch.tpu.set_stream(s)
+    generic = torch.accelerator.current_stream()  # a torch.Stream on tpu
+    with torch.tpu.stream(generic) as entered:
+        assert entered is generic
     with pytest.raises(TypeError, match="torch.tpu.Stream"):
         torch.tpu.set_stream("not a stream")
 

@@ -283,8 +283,9 @@ def default_stream(device=None):
 
 def set_stream(stream):
     """Every stream is the device's one in-order queue: nothing to switch."""
-    if stream is not None and not isinstance(stream, Stream):
-        raise TypeError("expected a torch.tpu.Stream, got %r" % type(stream))
+    tpu_stream = isinstance(stream, Stream) or (isinstance(stream, torch.Stream) and stream.device.type == "tpu")
+    if stream is not None and not tpu_stream:
+        raise TypeError("expected a torch.tpu.Stream or a tpu torch.Stream, got %r" % (stream,))
 
 
 class StreamContext:
