@@ -280,3 +280,49 @@ def test_cpu_plugin_device_count_is_capped_at_the_supported_maximum():
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "64 1.0"
     assert "at most 64 devices" in out.stderr
+
+
+# The compute pool's threads of XLA:CPU, with their nice values; the main thread's nice.
+_THREAD_NICE_CODE = (
+    "import os, json, torch, torch_tpu\n"
+    "(torch.ones(4, device='tpu') * 2).cpu()\n"
+    "def nice(tid):\n"
+    "    stat = open('/proc/self/task/%s/stat' % tid).read()\n"
+    "    return stat[stat.index('(') + 1:stat.rindex(')')], int(stat[stat.rindex(')') + 2:].split()[16])\n"
+    "pool = [nice(t)[1] for t in os.listdir('/proc/self/task') if nice(t)[0].startswith('tf_XLAEigen')]\n"
+    "info = torch_tpu.plugin_info()\n"
+    "print(json.dumps({'main': os.getpriority(os.PRIO_PROCESS, 0), 'pool': pool,\n"
+    "                  'nice': info['device_thread_nice'], 'lowered': info['device_threads_lowered']}))\n"
+)
+
+
+@pytest.mark.skipif(not _cpu_plugin_in_use() or not os.path.isdir("/proc/self/task"),
+                    reason="the XLA:CPU plugin's compute threads, as Linux lists them")
+@pytest.mark.parametrize("value, steps", [(None, 10), ("3", 3), ("0", 0), ("twenty", 10), ("20", 10)])
+def test_cpu_plugin_compute_threads_run_below_the_host_threads(value, steps):
+    # The XLA:CPU "device" shares the host's cores: its compute pool yields to the
+    # thread that records and launches ops, and TORCH_TPU_CPU_DEVICE_NICE sets by how much.
+    import json
+
+    out = run_python(_THREAD_NICE_CODE, timeout=120, TORCH_TPU_CPU_DEVICE_NICE=value, PYTHONWARNINGS="default")
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["nice"] == steps
+    assert seen["pool"], "no compute pool thread found"
+    expected = min(19, seen["main"] + steps)
+    assert seen["pool"] == [expected] * len(seen["pool"])
+    assert seen["lowered"] == (len(seen["pool"]) if steps else 0)
+    warned = "TORCH_TPU_CPU_DEVICE_NICE" in out.stderr and "not an integer from 0 to 19" in out.stderr
+    assert warned == (value in ("twenty", "20"))
+
+
+def test_device_thread_nice_is_for_the_cpu_plugin_only(monkeypatch):
+    from torch_tpu import _plugin
+
+    monkeypatch.setenv("TORCH_TPU_CPU_DEVICE_NICE", "5")
+    assert _plugin.device_thread_nice("/x/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so") == 5
+    with pytest.warns(UserWarning, match="TORCH_TPU_CPU_DEVICE_NICE is set but ignored"):
+        assert _plugin.device_thread_nice("/x/libtpu/libtpu.so") == 0
+    monkeypatch.delenv("TORCH_TPU_CPU_DEVICE_NICE")
+    assert _plugin.device_thread_nice("/x/libtpu/libtpu.so") == 0
+    assert _plugin.device_thread_nice("/x/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so") == _plugin.DEFAULT_DEVICE_NICE

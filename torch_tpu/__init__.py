@@ -13,7 +13,8 @@ from . import _C
 
 torch.utils.rename_privateuse1_backend("tpu")
 _plugin_path, _selected_by = _plugin.resolve()
-_C._set_plugin_path(_plugin_path, _selected_by, sorted(_plugin.client_options(_plugin_path).items()))
+_C._set_plugin_path(_plugin_path, _selected_by, sorted(_plugin.client_options(_plugin_path).items()),
+                    _plugin.device_thread_nice(_plugin_path))
 
 from . import tpu  # noqa: E402
 

@@ -11,6 +11,8 @@ import warnings
 
 ENV = "TORCH_TPU_PLUGIN"
 CPU_DEVICES_ENV = "TORCH_TPU_CPU_DEVICES"
+DEVICE_NICE_ENV = "TORCH_TPU_CPU_DEVICE_NICE"
+DEFAULT_DEVICE_NICE = 10
 MAX_DEVICES = 64  # kMaxDevices in csrc/engine/runtime.h
 
 
@@ -108,6 +110,30 @@ def client_options(path):
         warnings.warn("%s is set but ignored: it configures the XLA:CPU plugin, and the plugin in use is %s"
                       % (CPU_DEVICES_ENV, path or "none"))
     return {}
+
+
+def device_thread_nice(path):
+    """Nice steps for the XLA:CPU plugin's threads (TORCH_TPU_CPU_DEVICE_NICE, 0-19,
+    default 10; 0 leaves them as they are). That plugin runs the device on the
+    host's own cores; below the host threads in priority, its pool leaves a core to
+    the thread recording and launching the next ops, and still gets every core
+    while that thread waits. Other plugins' threads only drive their device: 0."""
+    value = os.environ.get(DEVICE_NICE_ENV, "").strip()
+    if not (path and is_cpu_plugin(path)):
+        if value:
+            warnings.warn("%s is set but ignored: it configures the XLA:CPU plugin, and the plugin in use is %s"
+                          % (DEVICE_NICE_ENV, path or "none"))
+        return 0
+    if not value:
+        return DEFAULT_DEVICE_NICE
+    try:
+        steps = int(value)
+    except ValueError:
+        steps = -1
+    if 0 <= steps <= 19:
+        return steps
+    warnings.warn("%s=%r is not an integer from 0 to 19; using %d" % (DEVICE_NICE_ENV, value, DEFAULT_DEVICE_NICE))
+    return DEFAULT_DEVICE_NICE
 
 
 def resolve():

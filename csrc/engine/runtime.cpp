@@ -1,12 +1,19 @@
 #include "engine/runtime.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include <unistd.h>
+
+#ifdef __linux__
+#include <dirent.h>
+#include <sys/resource.h>
+#endif
 
 #include "engine/metrics.h"
 
@@ -17,11 +24,63 @@ std::mutex g_init_mutex;
 std::string g_plugin_path;
 std::string g_selected_by = "TORCH_TPU_PLUGIN";
 std::vector<pjrt::CreateOption> g_create_options;
+int g_device_thread_nice = 0;
 Runtime* g_runtime = nullptr;
 std::string g_init_error;
 std::mutex g_cache_dir_mutex;
 std::string g_cache_dir;
 std::atomic<EagerMode> g_eager_mode{EagerMode::Strict};
+
+// Ids of this process's threads (Linux; elsewhere none).
+std::vector<long> thread_ids() {
+  std::vector<long> ids;
+#ifdef __linux__
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (dirent* entry = readdir(dir))
+      if (entry->d_name[0] != '.') ids.push_back(std::strtol(entry->d_name, nullptr, 10));
+    closedir(dir);
+  }
+#endif
+  return ids;
+}
+
+// The name of thread `tid` ("" once it has exited).
+std::string thread_name(long tid) {
+  std::string name;
+#ifdef __linux__
+  if (FILE* f = std::fopen(("/proc/self/task/" + std::to_string(tid) + "/comm").c_str(), "r")) {
+    char buffer[64] = {0};
+    if (std::fgets(buffer, sizeof(buffer), f) != nullptr) name = buffer;
+    std::fclose(f);
+    if (!name.empty() && name.back() == '\n') name.pop_back();
+  }
+#endif
+  return name;
+}
+
+// XLA:CPU's compute pool: the threads named so run the programs' kernels. Its
+// other threads dispatch programs and signal their completion, and stay as
+// they are: slowing them delays every launch and every wait.
+constexpr const char* kComputePoolThreadName = "tf_XLAEigen";
+
+// Raises by `steps` (at most to 19) the nice value of the compute pool's
+// threads among those in `after` but not in `before`; returns how many were
+// changed. Raising a nice value is always permitted.
+int lower_priority_of_new_compute_threads(std::vector<long> before, const std::vector<long>& after, int steps) {
+  int lowered = 0;
+#ifdef __linux__
+  std::sort(before.begin(), before.end());
+  for (long tid : after) {
+    if (std::binary_search(before.begin(), before.end(), tid)) continue;
+    if (thread_name(tid).rfind(kComputePoolThreadName, 0) != 0) continue;
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+    if (errno != 0) continue;  // the thread has exited
+    if (setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::min(19, nice + steps)) == 0) ++lowered;
+  }
+#endif
+  return lowered;
+}
 
 struct DeviceMemory {
   std::atomic<int64_t> in_use{0};
@@ -120,12 +179,13 @@ std::string Runtime::plugin_identity() const {
 }
 
 void Runtime::set_plugin_path(const std::string& path, const std::string& selected_by,
-                              const std::vector<pjrt::CreateOption>& options) {
+                              const std::vector<pjrt::CreateOption>& options, int device_thread_nice) {
   std::lock_guard<std::mutex> lock(g_init_mutex);
   if (g_runtime != nullptr) return;  // already running on a plugin
   g_plugin_path = path;
   g_selected_by = selected_by;
   g_create_options = options;
+  g_device_thread_nice = device_thread_nice;
   g_init_error.clear();
 }
 
@@ -146,10 +206,20 @@ Runtime& Runtime::get() {
   }
   try {
     auto plugin = pjrt::Plugin::load(g_plugin_path);
+    std::vector<long> threads_before = thread_ids();
     auto client = pjrt::Client::create(plugin, g_create_options);
     if (client->devices().empty()) throw pjrt::Error("the plugin reports no addressable devices", 5);
     // Leaked on purpose: PJRT plugins do not tolerate teardown during interpreter exit.
     g_runtime = new Runtime(std::move(client));
+    if (g_device_thread_nice > 0) {
+      // XLA:CPU's "device" is a thread pool on the host's own cores, and it would
+      // take every core while the thread recording and launching the next ops
+      // waits for one. Below that thread in priority, the pool still gets every
+      // core the host leaves idle.
+      g_runtime->device_thread_nice_ = g_device_thread_nice;
+      g_runtime->device_threads_lowered_ =
+          lower_priority_of_new_compute_threads(std::move(threads_before), thread_ids(), g_device_thread_nice);
+    }
   } catch (const pjrt::Error& e) {
     g_init_error = "torch_tpu: cannot start PJRT plugin '" + g_plugin_path + "' (selected by " + g_selected_by +
                    "; set TORCH_TPU_PLUGIN=cpu|cuda|tpu|/path/to/plugin.so to choose another): " + e.what();

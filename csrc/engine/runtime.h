@@ -50,13 +50,18 @@ class Runtime {
   static Runtime& get();
   static bool initialized();
   // `options` are passed to PJRT_Client_Create (see torch_tpu/_plugin.py).
+  // `device_thread_nice` > 0 lowers the scheduling priority of XLA:CPU's compute
+  // pool by that many nice steps (see torch_tpu/_plugin.py: device_thread_nice).
   static void set_plugin_path(const std::string& path, const std::string& selected_by,
-                              const std::vector<pjrt::CreateOption>& options = {});
+                              const std::vector<pjrt::CreateOption>& options = {}, int device_thread_nice = 0);
   // Directory of the on-disk compilation cache; empty disables it.
   static void set_cache_dir(const std::string& directory);
   static std::string cache_dir();
 
   const pjrt::Client& client() const { return *client_; }
+  // The nice steps asked for the compute pool's threads, and how many got them.
+  int device_thread_nice() const { return device_thread_nice_; }
+  int device_threads_lowered() const { return device_threads_lowered_; }
   int device_count() const { return static_cast<int>(client_->devices().size()); }
   PJRT_Device* device(int index) const;
 
@@ -94,6 +99,8 @@ class Runtime {
   BufferRef track(std::unique_ptr<pjrt::Buffer> buffer, const ir::Type& type, int device);
 
   std::unique_ptr<pjrt::Client> client_;
+  int device_thread_nice_ = 0;
+  int device_threads_lowered_ = 0;
   mutable std::mutex cache_mutex_;
   std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> cache_;
   std::mutex pending_mutex_;

@@ -205,7 +205,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_scalar_to_device", &aten::scalar_to_device, py::arg("scalar"), py::arg("device"));
   m.def("_set_plugin_path", &engine::Runtime::set_plugin_path, py::arg("path"), py::arg("selected_by"),
-        py::arg("options") = std::vector<pjrt::CreateOption>{});
+        py::arg("options") = std::vector<pjrt::CreateOption>{}, py::arg("device_thread_nice") = 0);
   m.def("_is_initialized", &engine::Runtime::initialized);
   m.def("_init", [] {
     auto& rt = runtime::runtime_or_throw();
@@ -218,6 +218,8 @@ PYBIND11_MODULE(_C, m) {
     py::list kinds;
     for (const auto& d : rt.client().devices()) kinds.append(d.kind);
     info["device_kinds"] = kinds;
+    info["device_thread_nice"] = rt.device_thread_nice();
+    info["device_threads_lowered"] = rt.device_threads_lowered();
     return info;
   });
   m.def("_mem_get_info", [](int device) {
