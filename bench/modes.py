@@ -55,6 +55,9 @@ DEFAULT_MODES = ("cpu", "strict", "fused", "compiled")
 # step on this 2-core machine, so it gets fewer to keep a default run near 4 minutes.
 DEFAULT_STEPS = {"mlp": 100, "gpt-tiny": 50, "gpt-small": 20}
 WARMUP_STEPS = 2
+# Steps of the phase breakdown (a synchronize after each phase) that follows the timed steps.
+PHASE_STEPS = 20
+PHASES = ("batch", "forward", "backward", "optimizer")
 MLP_BATCH = 128
 CHILD_TIMEOUT_S = 900
 
@@ -130,6 +133,37 @@ def _train_step(opt, forward, compiled):
         import torch
         return torch.compile(train_step, backend="tpu")
     return train_step
+
+
+def _phase_breakdown(model_step_parts, batches, device, sync, steps=PHASE_STEPS):
+    """Median host time and synchronize time of each phase of a step, with a
+    synchronize after every phase: on tpu, the host's time to record or launch
+    the phase's ops, then the time until the device has run them (fused: the
+    cut, and the phase's program run alone). {phase: {"host_ms", "sync_ms"}}."""
+    zero_grad, forward, step = model_step_parts
+    samples = {p: ([], []) for p in PHASES}
+    for i in range(steps + 1):  # the first is a warm-up: its cuts differ
+        x, y = batches[i % len(batches)]
+        times = []
+        t = time.perf_counter()
+        x, y = x.to(device), y.to(device)
+        zero_grad()
+        times.append(time.perf_counter() - t)
+        t = time.perf_counter(); sync(); times.append(time.perf_counter() - t)
+        t = time.perf_counter(); loss = forward(x, y); times.append(time.perf_counter() - t)
+        t = time.perf_counter(); sync(); times.append(time.perf_counter() - t)
+        t = time.perf_counter(); loss.backward(); times.append(time.perf_counter() - t)
+        t = time.perf_counter(); sync(); times.append(time.perf_counter() - t)
+        t = time.perf_counter(); step(); times.append(time.perf_counter() - t)
+        t = time.perf_counter(); sync(); times.append(time.perf_counter() - t)
+        loss.item()
+        if i == 0:
+            continue
+        for k, phase in enumerate(PHASES):
+            samples[phase][0].append(times[2 * k])
+            samples[phase][1].append(times[2 * k + 1])
+    return {p: {"host_ms": statistics.median(h) * 1e3, "sync_ms": statistics.median(w) * 1e3}
+            for p, (h, w) in samples.items()}
 
 
 def _finisher(record, path):
@@ -318,6 +352,10 @@ def _child(args):
             record["peak_memory_bytes"] = torch.cuda.max_memory_allocated()
         else:
             record["peak_memory_bytes"] = None
+        # After every figure above: these steps synchronize after each phase.
+        if mode != "compiled":  # a compiled step is one callable: no phases to time apart
+            record["phases_ms"] = _phase_breakdown(
+                (lambda: opt.zero_grad(set_to_none=True), forward, opt.step), batches, device, sync)
         return finish("ok")
     except NotImplementedError as e:
         return finish("unavailable", "%s: %s" % (type(e).__name__, e))
@@ -505,6 +543,22 @@ def _markdown(results):
     return "\n".join(lines)
 
 
+def _phase_lines(results):
+    lines = ["Phases of a step with a synchronize after each, ms (host / synchronize; median of %d steps):"
+             % PHASE_STEPS]
+    for workload, modes in results.items():
+        for mode, v in modes.items():
+            phases = v.get("phases_ms")
+            if v.get("status") != "ok" or not phases:
+                continue
+            host = sum(p["host_ms"] for p in phases.values())
+            wait = sum(p["sync_ms"] for p in phases.values())
+            lines.append("  %s / %s: %s; total %.2f / %.2f" % (
+                workload, mode, ", ".join("%s %.2f / %.2f" % (name, p["host_ms"], p["sync_ms"])
+                                          for name, p in phases.items()), host, wait))
+    return "\n".join(lines)
+
+
 def _chart(report, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -675,6 +729,8 @@ def main(argv=None):
                 ", ".join("%s %.2f ms" % (m, v * 1e3) for m, v in r["step_median_s"].items()),
                 ", ".join("%s %.3g (%.3g-%.3g)" % (k, v["median"], v["min"], v["max"])
                           for k, v in r["ratios"].items())))
+    print()
+    print(_phase_lines(report["results"]))
     for workload, modes in report["results"].items():
         for mode, v in modes.items():
             if v.get("fallbacks_total"):

@@ -78,3 +78,19 @@ def test_the_distributed_benchmark_records_rank_zero():
     assert sorted(record["allreduce_s"], key=int) == [str(n * 4) for n in distributed.SIZES]
     assert all(v["tpu_dist"] > 0 and v["gloo_cpu"] > 0 for v in record["allreduce_s"].values())
     assert record["ddp_step_median_s"] > 0 and 0 < record["final_loss"] < 10
+
+
+@pytest.mark.parametrize("mode", ["fused", "compiled"])
+def test_a_step_is_also_timed_phase_by_phase(mode):
+    with tempfile.TemporaryDirectory() as cache_dir:
+        record = modes._run_child("mlp", mode, "full", 2, cache_dir, None, None)
+    assert record["status"] == "ok", record.get("error")
+    if mode == "compiled":  # one callable: nothing to time apart
+        assert "phases_ms" not in record
+        return
+    phases = record["phases_ms"]
+    assert list(phases) == list(modes.PHASES)
+    assert all(p["host_ms"] > 0 and p["sync_ms"] >= 0 for p in phases.values())
+    # fused: recording the forward launches nothing; its program runs in the synchronize
+    assert phases["forward"]["sync_ms"] > 0
+    assert "mlp / fused: batch" in modes._phase_lines({"mlp": {"fused": record}})
