@@ -206,7 +206,8 @@ Runtime& Runtime::get() {
   }
   try {
     auto plugin = pjrt::Plugin::load(g_plugin_path);
-    std::vector<long> threads_before = thread_ids();
+    std::vector<long> threads_before;
+    if (g_device_thread_nice > 0) threads_before = thread_ids();  // only to tell the plugin's new threads apart
     auto client = pjrt::Client::create(plugin, g_create_options);
     if (client->devices().empty()) throw pjrt::Error("the plugin reports no addressable devices", 5);
     // Leaked on purpose: PJRT plugins do not tolerate teardown during interpreter exit.
