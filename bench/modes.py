@@ -144,24 +144,26 @@ def _phase_breakdown(model_step_parts, batches, device, sync, steps=PHASE_STEPS)
     samples = {p: ([], []) for p in PHASES}
     for i in range(steps + 1):  # the first is a warm-up: its cuts differ
         x, y = batches[i % len(batches)]
-        times = []
-        t = time.perf_counter()
-        x, y = x.to(device), y.to(device)
-        zero_grad()
-        times.append(time.perf_counter() - t)
-        t = time.perf_counter(); sync(); times.append(time.perf_counter() - t)
-        t = time.perf_counter(); loss = forward(x, y); times.append(time.perf_counter() - t)
-        t = time.perf_counter(); sync(); times.append(time.perf_counter() - t)
-        t = time.perf_counter(); loss.backward(); times.append(time.perf_counter() - t)
-        t = time.perf_counter(); sync(); times.append(time.perf_counter() - t)
-        t = time.perf_counter(); step(); times.append(time.perf_counter() - t)
-        t = time.perf_counter(); sync(); times.append(time.perf_counter() - t)
-        loss.item()
-        if i == 0:
-            continue
-        for k, phase in enumerate(PHASES):
-            samples[phase][0].append(times[2 * k])
-            samples[phase][1].append(times[2 * k + 1])
+        state = {}
+
+        def batch():
+            state["x"], state["y"] = x.to(device), y.to(device)
+            zero_grad()
+
+        def forward_phase():
+            state["loss"] = forward(state["x"], state["y"])
+
+        parts = (batch, forward_phase, lambda: state["loss"].backward(), step)
+        for phase, part in zip(PHASES, parts):
+            t = time.perf_counter()
+            part()
+            host = time.perf_counter() - t
+            t = time.perf_counter()
+            sync()
+            if i > 0:
+                samples[phase][0].append(host)
+                samples[phase][1].append(time.perf_counter() - t)
+        state["loss"].item()
     return {p: {"host_ms": statistics.median(h) * 1e3, "sync_ms": statistics.median(w) * 1e3}
             for p, (h, w) in samples.items()}
 
