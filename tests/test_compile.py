@@ -274,6 +274,29 @@ def test_graph_breaks_run_between_compiled_pieces():
     torch.testing.assert_close(compiled(x.to("tpu")).cpu(), f(x))
 
 
+def test_an_input_buffer_of_another_shape_than_at_capture_is_reshaped_once():
+    # The same [4, 8] tensor may sit in a 2-D buffer (an upload, a program's
+    # result) or a 1-D one (written as a flat tensor, then viewed): a sealed
+    # program takes it either way, and in place updates land in either.
+    def scale_and_bump(x, bias):
+        bias.add_(1)
+        return x * 2 + bias
+
+    compiled = torch.compile(scale_and_bump, backend="tpu")
+    values = [torch.randn(4, 8, generator=torch.Generator().manual_seed(i)) for i in range(3)]
+    bias = torch.zeros(4, 8).to("tpu")
+    inputs = [values[0].to("tpu"), values[1].view(-1).to("tpu").view(4, 8), values[2].to("tpu")]
+    assert [_C._storage_buffer_shape(x) for x in inputs] == [[4, 8], [32], [4, 8]]
+    flat_bias = torch.zeros(32).to("tpu").view(4, 8)
+    for i, x in enumerate(inputs):
+        b = flat_bias if i == 1 else bias
+        expected_bias = b.cpu() + 1
+        torch.testing.assert_close(compiled(x, b).cpu(), values[i] * 2 + expected_bias)
+        torch.testing.assert_close(b.cpu(), expected_bias)
+    assert _C._storage_buffer_shape(inputs[1]) == [4, 8]  # reshaped once, kept
+    assert _C._storage_buffer_shape(flat_bias) == [4, 8]
+
+
 def test_input_mutation_and_batchnorm_running_stats():
     def bump(x):
         x.add_(1)

@@ -165,6 +165,66 @@ def test_resize_keeps_content():
     assert_close(out.cpu(), torch.full((3,), 2.0))
 
 
+def buffer_shape(t):
+    return torch_tpu._C._storage_buffer_shape(t)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_results_and_uploads_keep_their_shape(mode):
+    # A storage's device buffer keeps the shape of the value written into it
+    # (XLA then lays it out for its readers); 0-dim and 1-D values stay flat.
+    a = torch.randn(8, 16)
+    with torch_tpu.eager_mode(mode):
+        on_tpu = a.to("tpu")
+        assert buffer_shape(on_tpu) == [8, 16]
+        assert buffer_shape(torch.randn(16).to("tpu")) == [16]
+        product = on_tpu @ on_tpu.t()
+        total = on_tpu.sum()
+        batched = (on_tpu * 2).view(2, 4, 16)
+        assert buffer_shape(product) == [8, 8]
+        assert buffer_shape(total) == [1]
+        assert buffer_shape(batched) == [8, 16]  # a view of the result: the buffer is the result's
+        assert buffer_shape(torch.empty(3, 4, device="tpu")) is None
+        assert_close(product.cpu(), a @ a.t())
+        assert_close(total.cpu(), a.sum())
+        assert_close(batched.cpu(), (a * 2).view(2, 4, 16))
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_views_of_a_shaped_buffer_read_and_write_its_elements(mode):
+    x = torch.randn(4, 6)
+    with torch_tpu.eager_mode(mode):
+        y = x.to("tpu") * 1
+        assert buffer_shape(y) == [4, 6]
+        for view in (lambda t: t.view(-1)[5:19], lambda t: t.t(), lambda t: t[1:3, ::2],
+                     lambda t: t.view(torch.int32), lambda t: t.as_strided((3, 2), (5, 2), 3)):
+            assert_close(view(y).cpu(), view(x), rtol=0, atol=0)
+        expected = x.clone()
+        for t in (y, expected):
+            t.view(-1)[7:10] = 5.0  # through a flat view
+            t.t()[2].mul_(3)
+            t.view(torch.int32)[0, 0] = 7  # in another element type of the same width
+        assert_close(y.cpu(), expected, rtol=0, atol=0)
+        assert buffer_shape(y) == [4, 6]
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_in_place_updates_keep_the_old_buffer_shape_and_donate_it(mode):
+    with torch_tpu.eager_mode(mode):
+        shaped = torch.zeros(64, 32, device="tpu")
+        flat = torch.zeros(32).to("tpu")
+        as_matrix = flat.view(4, 8)  # a 2-D value written into a storage whose buffer is 1-D
+        torch.tpu.synchronize()
+        before = torch_tpu.metrics()["donated_buffers"]
+        shaped.add_(1)
+        as_matrix.add_(2)
+        torch.tpu.synchronize()
+        assert torch_tpu.metrics()["donated_buffers"] - before >= 2
+        assert buffer_shape(shaped) == [64, 32] and buffer_shape(flat) == [32]
+        assert_close(shaped.cpu(), torch.ones(64, 32))
+        assert_close(as_matrix.cpu(), torch.full((4, 8), 2.0))
+
+
 def test_set_and_storage_sharing():
     a = torch.arange(6.0).to("tpu")
     b = torch.empty(0, device="tpu")

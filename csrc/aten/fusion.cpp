@@ -97,15 +97,21 @@ struct PendingGraph {
     return graph.parameter(type);
   }
 
-  void add_bound(StorageValue* value, ir::Value parameter, int position) {
+  // `parameter` holds value's buffer; returns it as the storage's flat value.
+  ir::Value add_bound(StorageValue* value, ir::Value parameter, int position) {
+    ir::Value flat = flat_storage_value(graph, parameter);
     value->bound_node = parameter.id;
+    value->bound_flat = flat.id;
     value->bound_position = position;
     value->bound_slot = static_cast<int>(bound.size());
     bound.push_back(value);
     value->in_pending_graph = true;
+    return flat;
   }
 
-  static void unbind(StorageValue* value) { value->bound_node = value->bound_position = value->bound_slot = -1; }
+  static void unbind(StorageValue* value) {
+    value->bound_node = value->bound_flat = value->bound_position = value->bound_slot = -1;
+  }
 
   void drop_pending(StorageValue* value) {
     if (value->written_slot >= 0) written[value->written_slot] = nullptr;
@@ -117,8 +123,12 @@ struct PendingGraph {
   }
 
   void reset() {
-    for (StorageValue* value : written)
-      if (value != nullptr) value->pending_node = value->written_slot = -1, value->in_pending_graph = false;
+    for (StorageValue* value : written) {
+      if (value == nullptr) continue;
+      value->pending_node = value->written_slot = -1;
+      value->in_pending_graph = false;
+      if (value->buffer) value->dtype = value->buffer_dtype;  // a failed graph's pending dtype is gone
+    }
     for (StorageValue* value : bound)
       if (value != nullptr) unbind(value), value->in_pending_graph = false;
     graph = ir::Graph();
@@ -149,21 +159,28 @@ PendingGraph& pending_for(int device) {
 std::vector<engine::BufferRef> PendingGraph::run(int device, Cut reason, const std::vector<ir::Value>& results) {
   ++runs;
   std::vector<size_t> slots;
+  std::vector<ir::Type> types;  // of the written storages' new buffers
   for (size_t slot = 0; slot < written.size(); ++slot) {
     StorageValue* value = written[slot];
     if (value == nullptr || value->pending_node < 0) continue;
     int output = static_cast<int>(graph.num_outputs());
     ir::Value node{value->pending_node};
-    graph.add_output(node);
-    slots.push_back(slot);
-    // Donate the old buffer when only this graph and the storage hold it.
     if (value->bound_slot >= 0) {
+      // The old buffer's shape, so that the old buffer can be donated to the new value.
       ir::Value parameter{value->bound_node};
+      ir::Shape keep = graph.type(parameter).shape;
+      node = storage_result(graph, node, &keep);
+      // Donate the old buffer when only this graph and the storage hold it.
       int position = value->bound_position;
       const engine::BufferRef& old = arguments[position];
       if (old.use_count() == 2 && value->buffer == old && graph.type(parameter) == graph.type(node))
         graph.alias_output(position, output);
+    } else {
+      node = storage_result(graph, node, nullptr);
     }
+    graph.add_output(node);
+    types.push_back(graph.type(node));
+    slots.push_back(slot);
   }
   for (ir::Value v : results) graph.add_output(v);
   size_t num_ops = ops.size();
@@ -183,7 +200,7 @@ std::vector<engine::BufferRef> PendingGraph::run(int device, Cut reason, const s
   for (size_t i = 0; i < slots.size(); ++i) {
     StorageValue* value = written[slots[i]];
     if (value == nullptr) continue;  // died while the graph was launched
-    value->buffer = std::move(outputs[i]);
+    value->hold(std::move(outputs[i]), types[i]);
     value->pending_node = -1;
   }
   std::vector<engine::BufferRef> extra(outputs.begin() + slots.size(), outputs.end());
@@ -236,11 +253,10 @@ std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& gra
     } else if (value->pending_node >= 0) {
       v = ir::Value{value->pending_node};
     } else if (value->bound_slot >= 0) {
-      v = ir::Value{value->bound_node};
+      v = ir::Value{value->bound_flat};
     } else if (value->buffer) {
       int position = static_cast<int>(p.arguments.size());
-      v = p.bind(value->buffer, ir::Type{value->dtype, {value->numel()}});
-      p.add_bound(value, v, position);
+      v = p.add_bound(value, p.bind(value->buffer, value->buffer_type()), position);
     } else {  // emptied by another thread since the op was built: zeros, as for a fresh storage
       v = ir::full(p.graph, a.type.dtype, 0, a.type.shape);
     }
@@ -294,12 +310,19 @@ bool has_content(StorageValue* value, ir::DType* dtype) {
   return value->pending_node >= 0 || value->buffer != nullptr;
 }
 
-void set_buffer(StorageValue* value, engine::BufferRef buffer, ir::DType dtype) {
+void set_buffer(StorageValue* value, engine::BufferRef buffer, const ir::Type& type) {
   PendingGraph& p = pending_for(value->device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
   if (value->in_pending_graph) p.drop_pending(value);
-  value->buffer = std::move(buffer);
-  value->dtype = dtype;
+  value->hold(std::move(buffer), type);
+}
+
+void reshape_buffer(StorageValue* value, const ir::Shape& shape) {
+  ir::Graph g;
+  ir::Value old = g.parameter(value->buffer_type());
+  g.add_output(ir::reshape(g, old, shape));
+  auto result = engine::Runtime::get().execute(g, {value->buffer}, value->device);
+  value->hold(std::move(result.at(0)), g.type(ir::Value{g.outputs()[0]}));
 }
 
 void forget_pending(StorageValue* value) {
@@ -340,7 +363,7 @@ std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const s
   auto bind_input_or_constant = [&](StorageValue* v) {
     TORCH_CHECK(v->buffer != nullptr, "torch_tpu: a compiled graph returned a tensor that was never written");
     int position = static_cast<int>(p.arguments.size());
-    ir::Type type{v->dtype, {v->numel()}};
+    ir::Type type = v->buffer_type();
     ir::Value param = p.bind(v->buffer, type);
     parameters.push_back({-1, v->buffer, type});
     p.add_bound(v, param, position);
@@ -354,7 +377,12 @@ std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const s
     auto it = storage_index.find(v);
     if (it != storage_index.end()) return it->second;
     if (v->pending_node < 0 && v->bound_slot < 0) bind_input_or_constant(v);
-    ir::Value node{v->pending_node >= 0 ? v->pending_node : v->bound_node};
+    ir::Value node{v->bound_node};  // unchanged: its buffer as it is
+    if (v->pending_node >= 0) {
+      ir::Shape keep;
+      if (v->bound_slot >= 0) keep = p.graph.type(node).shape;
+      node = storage_result(p.graph, ir::Value{v->pending_node}, v->bound_slot >= 0 ? &keep : nullptr);
+    }
     int result = static_cast<int>(p.graph.num_outputs());
     p.graph.add_output(node);
     int index = static_cast<int>(program->output_storages_.size());
@@ -389,15 +417,11 @@ std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const s
         program->graph_.alias_output(static_cast<int>(position), result);
   program->executable_ = engine::Runtime::get().prepare(program->graph_);
   std::vector<engine::BufferRef> buffers = program->launch(inputs);
-  for (size_t i = 0; i < output_values.size(); ++i) {
-    output_values[i]->buffer = buffers[program->output_storages_[i].result];
-    output_values[i]->dtype = program->graph_.type(ir::Value{program->graph_.outputs()[program->output_storages_[i].result]}).dtype;
-  }
-  for (auto [k, result] : program->mutated_inputs_) {
-    StorageValue* v = storage_value(inputs[k].storage());
-    v->buffer = buffers[result];
-    v->dtype = program->graph_.type(ir::Value{program->graph_.outputs()[result]}).dtype;
-  }
+  for (size_t i = 0; i < output_values.size(); ++i)
+    output_values[i]->hold(buffers[program->output_storages_[i].result],
+                           program->result_type(program->output_storages_[i].result));
+  for (auto [k, result] : program->mutated_inputs_)
+    storage_value(inputs[k].storage())->hold(buffers[result], program->result_type(result));
   return program;
 }
 
@@ -418,6 +442,9 @@ std::vector<engine::BufferRef> CapturedProgram::launch(const std::vector<at::Ten
     materialize(v);
     TORCH_CHECK(v->buffer && v->dtype == parameter.type.dtype && v->numel() == ir::numel(parameter.type.shape),
                 "torch_tpu: input ", parameter.input, " of a compiled graph has another storage than at capture");
+    // The same value in a buffer of another shape than at capture (flat from an
+    // upload, shaped from a program): reshaped once, the storage keeps the new buffer.
+    if (v->buffer_shape != parameter.type.shape) reshape_buffer(v, parameter.type.shape);
     args.push_back(v->buffer);
   }
   // Donate only buffers that nothing but their storage (and `args`) holds.
@@ -440,10 +467,7 @@ std::vector<at::Tensor> CapturedProgram::run(const std::vector<at::Tensor>& inpu
   for (const OutputStorage& s : output_storages_) {
     c10::Storage storage(c10::Storage::use_byte_size_t(), s.nbytes, tpu_allocator()->allocate(s.nbytes),
                          tpu_allocator(), /*resizable=*/true);
-    if (StorageValue* v = storage_value(storage)) {
-      v->buffer = buffers[s.result];
-      v->dtype = graph_.type(ir::Value{graph_.outputs()[s.result]}).dtype;
-    }
+    if (StorageValue* v = storage_value(storage)) v->hold(buffers[s.result], result_type(s.result));
     storages.push_back(std::move(storage));
   }
   std::vector<at::Tensor> results;
@@ -460,8 +484,7 @@ std::vector<at::Tensor> CapturedProgram::run(const std::vector<at::Tensor>& inpu
     results.push_back(std::move(t));
   }
   for (auto [k, result] : mutated_inputs_)
-    set_buffer(storage_value(inputs[k].storage()), buffers[result],
-               graph_.type(ir::Value{graph_.outputs()[result]}).dtype);
+    set_buffer(storage_value(inputs[k].storage()), buffers[result], result_type(result));
   return results;
 }
 

@@ -47,8 +47,10 @@ void flush_all(Cut reason);
 void materialize(StorageValue* value);
 // Whether `value` has content (a buffer or a pending node); sets *dtype to its element type.
 bool has_content(StorageValue* value, ir::DType* dtype);
-// `value`'s content is replaced by `buffer` outside any program (an upload).
-void set_buffer(StorageValue* value, engine::BufferRef buffer, ir::DType dtype);
+// `value`'s content is replaced by `buffer`, of type `type`, outside any program (an upload).
+void set_buffer(StorageValue* value, engine::BufferRef buffer, const ir::Type& type);
+// Gives `value` (which has a buffer and nothing pending) its content in a buffer of `shape`.
+void reshape_buffer(StorageValue* value, const ir::Shape& shape);
 // A storage died: its pending value stops being an output.
 void forget_pending(StorageValue* value);
 
@@ -86,6 +88,7 @@ class CapturedProgram {
     size_t nbytes;
   };
   std::vector<engine::BufferRef> launch(const std::vector<at::Tensor>& inputs) const;
+  const ir::Type& result_type(int result) const { return graph_.type(ir::Value{graph_.outputs()[result]}); }
 
   int device_ = 0;
   ir::Graph graph_;                       // mutated inputs' buffers donated to their results

@@ -135,16 +135,19 @@ void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
   bool complex = ir::is_complex(dtype);
   ir::DType wire = ir::complex_part(dtype);
   int64_t count = complex ? 2 * host.numel() : host.numel();
+  StorageValue* value = storage_value(dst.storage());
+  // A whole storage is uploaded in the tensor's shape (see StorageValue::buffer_shape).
+  bool whole = !complex && covers_whole_storage(dst);
+  ir::Shape shape = whole && dst.dim() >= 2 ? ir::Shape(dst.sizes().begin(), dst.sizes().end()) : ir::Shape{count};
   engine::BufferRef buffer;
   try {
-    buffer = engine::Runtime::get().upload(host.data_ptr(), wire, {count}, device);
+    buffer = engine::Runtime::get().upload(host.data_ptr(), wire, shape, device);
   } catch (const pjrt::Error& e) {
     TORCH_CHECK(false, "torch_tpu: copying a tensor of shape ", dst.sizes(), " (", dst.scalar_type(),
                 ") to tpu failed: ", e.what());
   }
-  StorageValue* value = storage_value(dst.storage());
-  if (!complex && covers_whole_storage(dst)) {  // the upload is the new storage value: no program needed
-    set_buffer(value, std::move(buffer), dtype);
+  if (whole) {  // the upload is the new storage value: no program needed
+    set_buffer(value, std::move(buffer), ir::Type{dtype, shape});
     return;
   }
   Program p("copy_", device);
@@ -222,16 +225,13 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
   if (old_value != nullptr && old_value->buffer) {
     // Content is kept byte-wise: reinterpret as bytes and pad.
     Program p("resize_", old_value->device);
-    ir::Value old = p.bind(old_value->buffer, ir::Type{old_value->dtype, {old_value->numel()}});
+    ir::Value old = flat_storage_value(p.graph(), p.bind(old_value->buffer, old_value->buffer_type()));
     ir::Value bytes = lowering::reinterpret(p.graph(), old, ir::DType::U8);
     int64_t have = p.graph().type(bytes).shape[0], want = static_cast<int64_t>(nbytes);
     ir::Value resized = want >= have ? ir::pad(p.graph(), bytes, ir::constant(p.graph(), ir::DType::U8, 0), {0},
                                                {want - have})
                                      : ir::slice(p.graph(), bytes, {0}, {want});
-    if (value != nullptr) {
-      value->buffer = p.run_for_result(resized);
-      value->dtype = ir::DType::U8;
-    }
+    if (value != nullptr) value->hold(p.run_for_result(resized), ir::Type{ir::DType::U8, {want}});
   }
   storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
   storage.unsafeGetStorageImpl()->set_nbytes(nbytes);

@@ -181,7 +181,8 @@ at::Tensor scalar_to_device(const at::Tensor& scalar, int device) {
   ir::DType dtype = lowering::to_ir(scalar.scalar_type());
   at::Tensor contiguous = scalar.resolve_conj().resolve_neg().contiguous();
   set_buffer(storage_value(t.storage()),
-             scalar_cache().get(device, dtype, contiguous.const_data_ptr(), /*as_storage=*/true), dtype);
+             scalar_cache().get(device, dtype, contiguous.const_data_ptr(), /*as_storage=*/true),
+             ir::Type{dtype, {1}});
   return t;
 }
 
@@ -230,11 +231,13 @@ Program::StorageState& Program::state_for(const at::Tensor& t) {
   StorageState state{t.storage(), value, {}, false};
   ir::DType dtype;
   if (fused_mode() ? has_content(value, &dtype) : (dtype = value->dtype, value->buffer != nullptr)) {
-    // Fused mode resolves the storage's value (a buffer or a pending node) when appending.
-    ir::Type type{dtype, {static_cast<int64_t>(value->nbytes) / ir::byte_width(dtype)}};
+    // Fused mode resolves the storage's value (a buffer or a pending node, flat) when
+    // appending; otherwise the program reads the buffer in its own shape.
+    ir::Type type = fused_mode() ? ir::Type{dtype, {static_cast<int64_t>(value->nbytes) / ir::byte_width(dtype)}}
+                                 : value->buffer_type();
     state.parameter = static_cast<int>(arguments_.size());
     arguments_.push_back(ProgramArgument{fused_mode() ? nullptr : value->buffer, value, type});
-    state.current = graph_.parameter(type);
+    state.current = flat_storage_value(graph_, graph_.parameter(type));
   } else {  // never written: any content is valid, zeros are deterministic
     ir::DType dtype = lowering::to_ir(t.scalar_type());
     value->dtype = value->nbytes % ir::byte_width(dtype) == 0 ? dtype : ir::DType::U8;
@@ -322,13 +325,15 @@ std::vector<engine::BufferRef> Program::run_now() {
   for (auto& s : storages_) {
     if (!s.written) continue;
     int output = static_cast<int>(graph_.num_outputs());
-    graph_.add_output(s.current);
+    // An old buffer that was read keeps its shape, for donation.
+    ir::Value result = storage_result(graph_, s.current, s.parameter >= 0 ? &arguments_[s.parameter].type.shape : nullptr);
+    graph_.add_output(result);
     written.push_back(&s);
     // An in-place update donates the old buffer when only this program and
     // the storage hold it, so updating a tensor does not double its memory.
     if (s.parameter >= 0) {
       const ProgramArgument& old = arguments_[s.parameter];
-      if (old.buffer.use_count() == 2 && s.value->buffer == old.buffer && old.type == graph_.type(s.current))
+      if (old.buffer.use_count() == 2 && s.value->buffer == old.buffer && old.type == graph_.type(result))
         graph_.alias_output(s.parameter, output);
     }
   }
@@ -346,11 +351,8 @@ std::vector<engine::BufferRef> Program::run_now() {
   }
   if (engine::eager_mode() == engine::EagerMode::Debug) check_outputs(outputs);
   if (log_ops_enabled()) log_launch(info);
-  for (size_t i = 0; i < written.size(); ++i) {
-    StorageValue* value = written[i]->value;
-    value->buffer = std::move(outputs[i]);
-    value->dtype = graph_.type(written[i]->current).dtype;
-  }
+  for (size_t i = 0; i < written.size(); ++i)
+    written[i]->value->hold(std::move(outputs[i]), graph_.type(ir::Value{graph_.outputs()[i]}));
   return std::vector<engine::BufferRef>(outputs.begin() + written.size(), outputs.end());
 }
 

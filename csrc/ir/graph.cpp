@@ -172,6 +172,12 @@ std::vector<Value> Graph::add_call(std::shared_ptr<const Callee> callee, const s
   return results;
 }
 
+Value Graph::reshaped_from(Value v) const {
+  const Node& n = nodes_[v.id];
+  if (n.op == nullptr || std::strcmp(n.op, "stablehlo.reshape") != 0) return v;
+  return Value{operands(n)[0]};
+}
+
 namespace {
 // Decimal digits of `v`, appended without a temporary string: key() formats
 // every operand and dimension of every node, once per launch.

@@ -168,6 +168,8 @@ class Graph {
   const std::vector<std::pair<int, int>>& aliases() const { return aliases_; }
 
   const Type& type(Value v) const { return nodes_[v.id].type; }
+  // The value that `v` reshapes when `v` is a stablehlo.reshape; otherwise `v`.
+  Value reshaped_from(Value v) const;
   size_t num_parameters() const { return num_parameters_; }
   size_t num_outputs() const { return outputs_.size(); }
   const std::vector<int>& outputs() const { return outputs_; }

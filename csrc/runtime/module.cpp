@@ -204,6 +204,15 @@ PYBIND11_MODULE(_C, m) {
                                                         : aten::Cut::DataRead);
   });
   m.def("_scalar_to_device", &aten::scalar_to_device, py::arg("scalar"), py::arg("device"));
+  // The dims of the device buffer holding a tpu tensor's storage (running what
+  // is pending for it first); None before anything was written. For tests.
+  m.def("_storage_buffer_shape", [](const at::Tensor& t) -> std::optional<std::vector<int64_t>> {
+    aten::StorageValue* value = t.is_privateuseone() ? aten::storage_value(t.storage()) : nullptr;
+    TORCH_CHECK(value != nullptr, "_storage_buffer_shape: expected a tpu tensor with storage, got ", t.device());
+    runtime::python_errors([&] { aten::materialize(value); });
+    if (!value->buffer) return std::nullopt;
+    return std::vector<int64_t>(value->buffer_shape.begin(), value->buffer_shape.end());
+  });
   m.def("_set_plugin_path", &engine::Runtime::set_plugin_path, py::arg("path"), py::arg("selected_by"),
         py::arg("options") = std::vector<pjrt::CreateOption>{}, py::arg("device_thread_nice") = 0);
   m.def("_is_initialized", &engine::Runtime::initialized);
