@@ -326,7 +326,8 @@ std::vector<engine::BufferRef> Program::run_now() {
     if (!s.written) continue;
     int output = static_cast<int>(graph_.num_outputs());
     // An old buffer that was read keeps its shape, for donation.
-    ir::Value result = storage_result(graph_, s.current, s.parameter >= 0 ? &arguments_[s.parameter].type.shape : nullptr);
+    const ir::Shape* keep = s.parameter >= 0 ? &arguments_[s.parameter].type.shape : nullptr;
+    ir::Value result = storage_result(graph_, s.current, keep);
     graph_.add_output(result);
     written.push_back(&s);
     // An in-place update donates the old buffer when only this program and
