@@ -122,6 +122,14 @@ struct PendingGraph {
     value->in_pending_graph = false;
   }
 
+  // What the graph returns as the new buffer of `value`, written in it: a bound
+  // old buffer's shape is kept, so that the old buffer can be donated to it.
+  ir::Value written_result(StorageValue* value) {
+    ir::Value node{value->pending_node};
+    if (value->bound_slot < 0) return storage_result(graph, node, nullptr);
+    return storage_result(graph, node, &graph.type(ir::Value{value->bound_node}).shape);
+  }
+
   void reset() {
     for (StorageValue* value : written) {
       if (value == nullptr) continue;
@@ -164,19 +172,14 @@ std::vector<engine::BufferRef> PendingGraph::run(int device, Cut reason, const s
     StorageValue* value = written[slot];
     if (value == nullptr || value->pending_node < 0) continue;
     int output = static_cast<int>(graph.num_outputs());
-    ir::Value node{value->pending_node};
+    ir::Value node = written_result(value);
+    // Donate the old buffer when only this graph and the storage hold it.
     if (value->bound_slot >= 0) {
-      // The old buffer's shape, so that the old buffer can be donated to the new value.
       ir::Value parameter{value->bound_node};
-      ir::Shape keep = graph.type(parameter).shape;
-      node = storage_result(graph, node, &keep);
-      // Donate the old buffer when only this graph and the storage hold it.
       int position = value->bound_position;
       const engine::BufferRef& old = arguments[position];
       if (old.use_count() == 2 && value->buffer == old && graph.type(parameter) == graph.type(node))
         graph.alias_output(position, output);
-    } else {
-      node = storage_result(graph, node, nullptr);
     }
     graph.add_output(node);
     types.push_back(graph.type(node));
@@ -377,12 +380,8 @@ std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const s
     auto it = storage_index.find(v);
     if (it != storage_index.end()) return it->second;
     if (v->pending_node < 0 && v->bound_slot < 0) bind_input_or_constant(v);
-    ir::Value node{v->bound_node};  // unchanged: its buffer as it is
-    if (v->pending_node >= 0) {
-      ir::Shape keep;
-      if (v->bound_slot >= 0) keep = p.graph.type(node).shape;
-      node = storage_result(p.graph, ir::Value{v->pending_node}, v->bound_slot >= 0 ? &keep : nullptr);
-    }
+    // A storage the graph only reads returns its buffer as it is.
+    ir::Value node = v->pending_node >= 0 ? p.written_result(v) : ir::Value{v->bound_node};
     int result = static_cast<int>(p.graph.num_outputs());
     p.graph.add_output(node);
     int index = static_cast<int>(program->output_storages_.size());
