@@ -316,6 +316,73 @@ def test_cpu_plugin_compute_threads_run_below_the_host_threads(value, steps):
     assert warned == (value in ("twenty", "20"))
 
 
+_XLA_FLAGS_CODE = (
+    "import os, json, torch, torch_tpu\n"
+    "(torch.ones(4, device='tpu') * 2).cpu()\n"
+    "info = torch_tpu.plugin_info()\n"
+    "print(json.dumps({'created_with': info['xla_flags'], 'split': info['reduction_split'],\n"
+    "                  'after': os.environ.get('XLA_FLAGS')}))\n"
+)
+
+
+@pytest.mark.skipif(not _cpu_plugin_in_use(), reason="flags torch_tpu gives the XLA:CPU plugin")
+@pytest.mark.parametrize("user_flags", [None, "--xla_disable_hlo_passes=some_pass --xla_cpu_enable_fast_math=false"])
+def test_cpu_plugin_is_created_with_its_flags_and_the_environment_restored(user_flags):
+    import json
+
+    out = run_python(_XLA_FLAGS_CODE, timeout=120, XLA_FLAGS=user_flags)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["after"] == user_flags  # the user's XLA_FLAGS, unset or not, as it was
+    assert seen["split"] == "torch_tpu"
+    created = seen["created_with"].split()
+    assert "--xla_backend_extra_options=-disable-loop-idiom-hashrecognize" in created
+    if user_flags is None:
+        assert "--xla_disable_hlo_passes=tree_reduction_rewriter" in created
+    else:  # a list-valued flag the user set keeps the user's values
+        assert "--xla_disable_hlo_passes=tree_reduction_rewriter,some_pass" in created
+        assert "--xla_cpu_enable_fast_math=false" in created
+
+
+def test_xla_flags_are_for_the_cpu_plugin_only(tmp_path):
+    from torch_tpu import _plugin
+
+    for other in ("/x/libtpu/libtpu.so", "/x/jax_plugins/xla_cuda13/xla_cuda_plugin.so", ""):
+        assert _plugin.xla_flags(other) == []
+        assert not _plugin.explicit_reduction_split(other)
+    # An LLVM option the plugin's binary does not name is never passed: it would end the process.
+    fake = tmp_path / "xla_cpu_pjrt.so"
+    fake.write_bytes(b"\x7fELF no such options here")
+    assert _plugin.xla_flags(str(fake)) == [("xla_disable_hlo_passes", "tree_reduction_rewriter")]
+    path, _ = _plugin.resolve()
+    if _cpu_plugin_in_use():
+        assert ("xla_backend_extra_options", "-disable-loop-idiom-hashrecognize") in _plugin.xla_flags(path)
+
+
+_REDUCTION_PROGRAMS_CODE = (
+    "import sys, torch, torch_tpu\n"
+    "x = torch.rand(256, 64).to('tpu')\n"
+    "torch.softmax(x, 1).cpu()\n"
+    "torch.rand(4096, 8).to('tpu').sum(0).cpu()\n"
+)
+
+
+@pytest.mark.skipif(not _cpu_plugin_in_use(), reason="torch_tpu splits long reductions on XLA:CPU")
+def test_row_reductions_stay_whole_and_the_others_are_split(tmp_path):
+    # The programs a softmax over rows of 64 and a column sum compile to: the first
+    # reduces each row in one fused reduction, the second in 32-row windows first.
+    dump = tmp_path / "programs"
+    out = run_python(_REDUCTION_PROGRAMS_CODE, timeout=120, TORCH_TPU_DUMP_PROGRAMS=str(dump),
+                     TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"), TORCH_TPU_EAGER_MODE="strict")
+    assert out.returncode == 0, out.stderr[-2000:]
+    texts = [p.read_text() for p in dump.iterdir()]
+    softmax = [t for t in texts if "stablehlo.exponential" in t]
+    column = [t for t in texts if "tensor<4096x8xf32>" in t and "stablehlo.reduce" in t]
+    assert softmax and column
+    assert all("reduce_window" not in t for t in softmax)
+    assert all("window_dimensions = array<i64: 32, 1>" in t for t in column)
+
+
 def test_device_thread_nice_is_for_the_cpu_plugin_only(monkeypatch):
     from torch_tpu import _plugin
 

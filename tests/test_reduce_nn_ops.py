@@ -227,6 +227,47 @@ def test_cumsum_cumprod(dtype):
     assert_close(t.cpu(), make((4, 6)).cumsum(1))
 
 
+# Long reductions: XLA:CPU's own split of them is off, and torch_tpu splits
+# them (32-element windows, then the partial results) except for a row of at
+# most ir::kLongestUnsplitReduction elements, which stays one fused reduction.
+# Each shape below takes one of those paths; sums are checked against float64
+# tighter than float32 summation in one sequential chain would manage.
+LONG_REDUCTIONS = [
+    ((8, 4096), (1,)),          # a row under the limit: one reduction
+    ((2, 16384), (1,)),         # exactly the limit
+    ((2, 100003), (1,)),        # a row over it, not a multiple of 32
+    ((300, 700), (0, 1)),       # the whole tensor
+    ((5000, 8), (0,)),          # a column
+    ((3, 2000, 5), (1,)),       # a middle dim
+    ((64, 3, 100), (0, 2)),     # dims that are not trailing
+    ((1000003,), (0,)),         # 1-D, split twice
+]
+
+
+@pytest.mark.parametrize("shape,dims", LONG_REDUCTIONS, ids=str)
+def test_long_reductions_stay_accurate(shape, dims):
+    x = torch.rand(shape, generator=torch.Generator().manual_seed(3)) + 0.5
+    t = x.to("tpu")
+    exact = x.double().sum(dims)
+    assert_close(t.sum(dims).cpu().double(), exact, rtol=2e-6, atol=0)
+    assert_close(t.mean(dims).cpu().double(), exact / math.prod(shape[d] for d in dims), rtol=2e-6, atol=0)
+    # Max and min see the padding of a split (its init value), never pick it.
+    assert_close(t.amax(dims).cpu(), x.amax(dims), rtol=0, atol=0)
+    assert_close((-t).amax(dims).cpu(), (-x).amax(dims), rtol=0, atol=0)
+    ints = (x * 100).to(torch.int32)
+    assert torch.equal(ints.to("tpu").sum(dims).cpu(), ints.sum(dims))
+    flags = x > 0.501
+    assert torch.equal(flags.to("tpu").all(dims[0]).cpu(), flags.all(dims[0]))
+    assert torch.equal((~flags).to("tpu").any(dims[0]).cpu(), (~flags).any(dims[0]))
+
+
+def test_long_reductions_backward():
+    x = make((3, 200, 40), low=0.5, high=2)
+    grads(lambda t: torch.softmax(t, 2).sum(1), x)
+    grads(lambda t: torch.nn.functional.layer_norm(t.transpose(1, 2), (200,)), x)
+    grads(lambda t: t.sum(1) + t.amax(1), x)
+
+
 def test_reduction_backward():
     x = make((4, 5), low=0.5, high=2)
     grads(lambda t: t.prod(1), x)

@@ -14,7 +14,8 @@ from . import _C
 torch.utils.rename_privateuse1_backend("tpu")
 _plugin_path, _selected_by = _plugin.resolve()
 _C._set_plugin_path(_plugin_path, _selected_by, sorted(_plugin.client_options(_plugin_path).items()),
-                    _plugin.device_thread_nice(_plugin_path))
+                    _plugin.device_thread_nice(_plugin_path), _plugin.explicit_reduction_split(_plugin_path),
+                    _plugin.xla_flags(_plugin_path))
 
 from . import tpu  # noqa: E402
 
@@ -67,5 +68,7 @@ def sync():
 
 
 def plugin_info():
-    """The running PJRT plugin: platform, version, path, API version, device kinds."""
+    """The running PJRT plugin: platform, version, path, API version, device kinds,
+    the XLA_FLAGS it was created with, and who splits long reductions ("torch_tpu"
+    on XLA:CPU, else "compiler")."""
     return _C._init()

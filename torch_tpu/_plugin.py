@@ -6,6 +6,7 @@ device use.
 """
 import glob
 import importlib.util
+import mmap
 import os
 import warnings
 
@@ -134,6 +135,41 @@ def device_thread_nice(path):
         return steps
     warnings.warn("%s=%r is not an integer from 0 to 19; using %d" % (DEVICE_NICE_ENV, value, DEFAULT_DEVICE_NICE))
     return DEFAULT_DEVICE_NICE
+
+
+def explicit_reduction_split(path):
+    """Whether torch_tpu splits long reductions itself, with XLA's own split turned
+    off (XLA:CPU only; see ir::ReductionSplit in csrc/ir/ops.h). XLA:CPU splits
+    every reduction of a dimension longer than 32 into a windowed pass it cannot
+    fuse; for a row of a softmax or a layer norm one fused reduction is faster and
+    as accurate, so only the others are split. Other plugins keep their own
+    handling of reductions."""
+    return bool(path) and is_cpu_plugin(path)
+
+
+def _binary_contains(path, text):
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return m.find(text) >= 0
+    except (OSError, ValueError):
+        return False
+
+
+def xla_flags(path):
+    """(flag, value) pairs added to list-valued flags in XLA_FLAGS while the client
+    is created (the user's own values kept, XLA_FLAGS restored afterwards).
+
+    XLA:CPU: XLA's split of long reductions off (see explicit_reduction_split); and
+    LLVM's CRC recognition off: in the plugin's LLVM it takes exponential time on a
+    loop that reduces random bits (randn followed by a softmax or a layer norm in one
+    fused graph never finished compiling). An LLVM option the plugin does not know
+    would end the process, so it is passed only when the plugin's binary names it."""
+    flags = []
+    if explicit_reduction_split(path):
+        flags.append(("xla_disable_hlo_passes", "tree_reduction_rewriter"))
+    if path and is_cpu_plugin(path) and _binary_contains(path, b"disable-loop-idiom-hashrecognize\0"):
+        flags.append(("xla_backend_extra_options", "-disable-loop-idiom-hashrecognize"))
+    return flags
 
 
 def resolve():

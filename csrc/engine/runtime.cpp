@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #endif
 
 #include "engine/metrics.h"
+#include "ir/ops.h"
 
 namespace tpu::engine {
 namespace {
@@ -25,11 +27,45 @@ std::string g_plugin_path;
 std::string g_selected_by = "TORCH_TPU_PLUGIN";
 std::vector<pjrt::CreateOption> g_create_options;
 int g_device_thread_nice = 0;
+bool g_explicit_reduction_split = false;
+std::vector<std::pair<std::string, std::string>> g_xla_flags;
 Runtime* g_runtime = nullptr;
 std::string g_init_error;
 std::mutex g_cache_dir_mutex;
 std::string g_cache_dir;
 std::atomic<EagerMode> g_eager_mode{EagerMode::Strict};
+
+// Adds values to list-valued flags in XLA_FLAGS (the user's own values of
+// those flags kept) for this object's lifetime.
+class ScopedXlaFlags {
+ public:
+  explicit ScopedXlaFlags(const std::vector<std::pair<std::string, std::string>>& additions) {
+    const char* current = std::getenv("XLA_FLAGS");
+    had_value_ = current != nullptr;
+    if (had_value_) saved_ = current;
+    std::string flags = saved_;
+    for (const auto& [name, value] : additions) {
+      const std::string key = "--" + name + "=";
+      size_t at = flags.find(key);
+      if (at != std::string::npos) {
+        flags.insert(at + key.size(), value + ",");
+      } else {
+        flags += (flags.empty() ? "" : " ") + key + value;
+      }
+    }
+    setenv("XLA_FLAGS", flags.c_str(), 1);
+  }
+  ~ScopedXlaFlags() {
+    if (had_value_) setenv("XLA_FLAGS", saved_.c_str(), 1);
+    else unsetenv("XLA_FLAGS");
+  }
+  ScopedXlaFlags(const ScopedXlaFlags&) = delete;
+  ScopedXlaFlags& operator=(const ScopedXlaFlags&) = delete;
+
+ private:
+  bool had_value_ = false;
+  std::string saved_;
+};
 
 // Ids of this process's threads (Linux; elsewhere none).
 std::vector<long> thread_ids() {
@@ -179,13 +215,17 @@ std::string Runtime::plugin_identity() const {
 }
 
 void Runtime::set_plugin_path(const std::string& path, const std::string& selected_by,
-                              const std::vector<pjrt::CreateOption>& options, int device_thread_nice) {
+                              const std::vector<pjrt::CreateOption>& options, int device_thread_nice,
+                              bool explicit_reduction_split,
+                              const std::vector<std::pair<std::string, std::string>>& xla_flags) {
   std::lock_guard<std::mutex> lock(g_init_mutex);
   if (g_runtime != nullptr) return;  // already running on a plugin
   g_plugin_path = path;
   g_selected_by = selected_by;
   g_create_options = options;
   g_device_thread_nice = device_thread_nice;
+  g_explicit_reduction_split = explicit_reduction_split;
+  g_xla_flags = xla_flags;
   g_init_error.clear();
 }
 
@@ -205,13 +245,18 @@ Runtime& Runtime::get() {
     throw pjrt::Error(g_init_error, 5);
   }
   try {
+    // XLA reads XLA_FLAGS once, when the client is created; the user's value
+    // is restored afterwards (a JAX in this process reads its own).
+    std::optional<ScopedXlaFlags> plugin_flags;
+    if (!g_xla_flags.empty()) plugin_flags.emplace(g_xla_flags);
     auto plugin = pjrt::Plugin::load(g_plugin_path);
     std::vector<long> threads_before;
     if (g_device_thread_nice > 0) threads_before = thread_ids();  // only to tell the plugin's new threads apart
     auto client = pjrt::Client::create(plugin, g_create_options);
     if (client->devices().empty()) throw pjrt::Error("the plugin reports no addressable devices", 5);
     // Leaked on purpose: PJRT plugins do not tolerate teardown during interpreter exit.
-    g_runtime = new Runtime(std::move(client));
+    g_runtime = new Runtime(std::move(client));  // records the flags in effect for the disk cache's key
+    if (g_explicit_reduction_split) ir::set_reduction_split(ir::ReductionSplit::Explicit);
     if (g_device_thread_nice > 0) {
       // XLA:CPU's "device" is a thread pool on the host's own cores, and it would
       // take every core while the thread recording and launching the next ops
@@ -229,7 +274,10 @@ Runtime& Runtime::get() {
   return *g_runtime;
 }
 
-Runtime::Runtime(std::unique_ptr<pjrt::Client> client) : client_(std::move(client)) { flags_in_effect(); }
+Runtime::Runtime(std::unique_ptr<pjrt::Client> client) : client_(std::move(client)) {
+  flags_in_effect();
+  if (const char* flags = std::getenv("XLA_FLAGS")) xla_flags_ = flags;
+}
 
 PJRT_Device* Runtime::device(int index) const {
   const auto& devices = client_->devices();

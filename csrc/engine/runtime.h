@@ -52,8 +52,14 @@ class Runtime {
   // `options` are passed to PJRT_Client_Create (see torch_tpu/_plugin.py).
   // `device_thread_nice` > 0 lowers the scheduling priority of XLA:CPU's compute
   // pool by that many nice steps (see torch_tpu/_plugin.py: device_thread_nice).
+  // `explicit_reduction_split`: the lowerings split long reductions themselves
+  // (ir::ReductionSplit), and `xla_flags` turn XLA's own split off.
+  // `xla_flags` (name, value) are added to the list-valued XLA flags in
+  // XLA_FLAGS while the client is created, which is when XLA reads them.
   static void set_plugin_path(const std::string& path, const std::string& selected_by,
-                              const std::vector<pjrt::CreateOption>& options = {}, int device_thread_nice = 0);
+                              const std::vector<pjrt::CreateOption>& options = {}, int device_thread_nice = 0,
+                              bool explicit_reduction_split = false,
+                              const std::vector<std::pair<std::string, std::string>>& xla_flags = {});
   // Directory of the on-disk compilation cache; empty disables it.
   static void set_cache_dir(const std::string& directory);
   static std::string cache_dir();
@@ -62,6 +68,8 @@ class Runtime {
   // The nice steps asked for the compute pool's threads, and how many got them.
   int device_thread_nice() const { return device_thread_nice_; }
   int device_threads_lowered() const { return device_threads_lowered_; }
+  // XLA_FLAGS as the plugin read it when the client was created.
+  const std::string& xla_flags() const { return xla_flags_; }
   int device_count() const { return static_cast<int>(client_->devices().size()); }
   PJRT_Device* device(int index) const;
 
@@ -101,6 +109,7 @@ class Runtime {
   std::unique_ptr<pjrt::Client> client_;
   int device_thread_nice_ = 0;
   int device_threads_lowered_ = 0;
+  std::string xla_flags_;
   mutable std::mutex cache_mutex_;
   std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> cache_;
   std::mutex pending_mutex_;

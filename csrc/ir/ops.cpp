@@ -1,5 +1,7 @@
 #include "ir/ops.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -236,8 +238,47 @@ Value select(Graph& g, Value pred, Value on_true, Value on_false) {
   return g.add("stablehlo.select", {pred, on_true, on_false}, g.type(on_true));
 }
 
+namespace {
+
+std::atomic<ReductionSplit> g_reduction_split{ReductionSplit::ByCompiler};
+constexpr int64_t kReductionWindow = 32;  // XLA's own window
+
+// Whether reducing `dims` of `shape` is split in two (see ReductionSplit).
+bool split_reduction(const Shape& shape, const Dims& dims) {
+  if (g_reduction_split.load(std::memory_order_relaxed) != ReductionSplit::Explicit) return false;
+  bool has_long_dim = false;
+  int64_t elements = 1;
+  for (int64_t d : dims) {
+    has_long_dim = has_long_dim || shape[d] > kReductionWindow;
+    elements *= shape[d];
+  }
+  if (!has_long_dim) return false;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  bool trailing = true;
+  for (int64_t d : dims) trailing = trailing && d >= rank - static_cast<int64_t>(dims.size());
+  return !(trailing && elements <= kLongestUnsplitReduction);
+}
+
+}  // namespace
+
+void set_reduction_split(ReductionSplit split) { g_reduction_split.store(split); }
+ReductionSplit reduction_split() { return g_reduction_split.load(); }
+
 Value reduce(Graph& g, Value x, Value init, const Dims& dims, Combiner combiner) {
   const Type& t = g.type(x);
+  if (split_reduction(t.shape, dims)) {
+    // Windows of 32 along each reduced dim (the tail padded with `init`), then
+    // the partial results reduced the same way.
+    const int64_t rank = t.rank();
+    Dims window(rank, 1), ones(rank, 1);
+    Padding padding(rank, {0, 0});
+    for (int64_t d : dims) {
+      window[d] = std::min(t.shape[d], kReductionWindow);
+      padding[d].second = (window[d] - t.shape[d] % window[d]) % window[d];
+    }
+    Value partial = reduce_window(g, x, init, window, window, ones, ones, padding, combiner);
+    return reduce(g, partial, init, dims, combiner);
+  }
   Shape shape;
   for (int64_t i = 0; i < t.rank(); ++i) {
     bool reduced = false;

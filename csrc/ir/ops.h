@@ -41,7 +41,21 @@ Value compare(Graph& g, Value a, Value b, Compare direction);
 Value select(Graph& g, Value pred, Value on_true, Value on_false);
 
 // Reductions, contractions and indexing.
+// `init` must be the combiner's identity: a long reduction may be split in two.
 Value reduce(Graph& g, Value x, Value init, const Dims& dims, Combiner combiner);
+// Who splits long reductions. XLA:CPU splits every reduction of a dimension
+// longer than 32 into a reduce_window of 32-element windows and a reduce of
+// the partial results, for accuracy. Its reduce_window is a loop of its own that
+// XLA fuses with nothing, which makes a softmax or layer norm over a 64-wide row
+// several times slower. With Explicit (set by the runtime for XLA:CPU, where it
+// also turns XLA's split off) reduce() makes the same split itself, except for
+// reductions over a tensor's trailing dimensions of at most
+// kLongestUnsplitReduction elements: those stay one reduction, which XLA fuses
+// with its operand and vectorizes (as accurate as the split at that length).
+enum class ReductionSplit { ByCompiler, Explicit };
+constexpr int64_t kLongestUnsplitReduction = 16384;
+void set_reduction_split(ReductionSplit split);
+ReductionSplit reduction_split();
 // Sorts `x` along `dimension` (stable) with comparator LessThan or GreaterThan.
 // One operand only: sort keys and indices together by packing them into one
 // integer when both are needed.

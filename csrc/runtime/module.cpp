@@ -10,6 +10,7 @@
 #include "distributed/host_staged_backend.h"
 #include "engine/metrics.h"
 #include "engine/runtime.h"
+#include "ir/ops.h"
 #include "lowering/types.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
@@ -214,7 +215,9 @@ PYBIND11_MODULE(_C, m) {
     return std::vector<int64_t>(value->buffer_shape.begin(), value->buffer_shape.end());
   });
   m.def("_set_plugin_path", &engine::Runtime::set_plugin_path, py::arg("path"), py::arg("selected_by"),
-        py::arg("options") = std::vector<pjrt::CreateOption>{}, py::arg("device_thread_nice") = 0);
+        py::arg("options") = std::vector<pjrt::CreateOption>{}, py::arg("device_thread_nice") = 0,
+        py::arg("explicit_reduction_split") = false,
+        py::arg("xla_flags") = std::vector<std::pair<std::string, std::string>>{});
   m.def("_is_initialized", &engine::Runtime::initialized);
   m.def("_init", [] {
     auto& rt = runtime::runtime_or_throw();
@@ -229,6 +232,8 @@ PYBIND11_MODULE(_C, m) {
     info["device_kinds"] = kinds;
     info["device_thread_nice"] = rt.device_thread_nice();
     info["device_threads_lowered"] = rt.device_threads_lowered();
+    info["xla_flags"] = rt.xla_flags();
+    info["reduction_split"] = ir::reduction_split() == ir::ReductionSplit::Explicit ? "torch_tpu" : "compiler";
     return info;
   });
   m.def("_mem_get_info", [](int device) {
