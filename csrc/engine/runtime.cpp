@@ -27,7 +27,6 @@ std::string g_plugin_path;
 std::string g_selected_by = "TORCH_TPU_PLUGIN";
 std::vector<pjrt::CreateOption> g_create_options;
 int g_device_thread_nice = 0;
-bool g_explicit_reduction_split = false;
 std::vector<std::pair<std::string, std::string>> g_xla_flags;
 Runtime* g_runtime = nullptr;
 std::string g_init_error;
@@ -224,8 +223,9 @@ void Runtime::set_plugin_path(const std::string& path, const std::string& select
   g_selected_by = selected_by;
   g_create_options = options;
   g_device_thread_nice = device_thread_nice;
-  g_explicit_reduction_split = explicit_reduction_split;
   g_xla_flags = xla_flags;
+  // Before any graph is built: every program this process compiles is lowered one way.
+  ir::set_reduction_split(explicit_reduction_split ? ir::ReductionSplit::Explicit : ir::ReductionSplit::ByCompiler);
   g_init_error.clear();
 }
 
@@ -256,7 +256,6 @@ Runtime& Runtime::get() {
     if (client->devices().empty()) throw pjrt::Error("the plugin reports no addressable devices", 5);
     // Leaked on purpose: PJRT plugins do not tolerate teardown during interpreter exit.
     g_runtime = new Runtime(std::move(client));  // records the flags in effect for the disk cache's key
-    if (g_explicit_reduction_split) ir::set_reduction_split(ir::ReductionSplit::Explicit);
     if (g_device_thread_nice > 0) {
       // XLA:CPU's "device" is a thread pool on the host's own cores, and it would
       // take every core while the thread recording and launching the next ops
