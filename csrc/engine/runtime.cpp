@@ -288,15 +288,15 @@ PJRT_Device* Runtime::device(int index) const {
 }
 
 std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph, LaunchInfo* info) {
-  std::string key = graph.key();
+  ir::Fingerprint fingerprint = graph.fingerprint();
   std::lock_guard<std::mutex> lock(cache_mutex_);
-  auto it = cache_.find(key);
+  auto it = cache_.find(fingerprint);
   if (it != cache_.end()) {
     metrics().add("cache_hits");
     return it->second;
   }
-  auto exe = load_or_compile(key, graph, info);
-  cache_.emplace(std::move(key), exe);
+  auto exe = load_or_compile(graph.key(), graph, info);
+  cache_.emplace(fingerprint, exe);
   return exe;
 }
 

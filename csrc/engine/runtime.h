@@ -111,7 +111,8 @@ class Runtime {
   int device_threads_lowered_ = 0;
   std::string xla_flags_;
   mutable std::mutex cache_mutex_;
-  std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> cache_;
+  // By fingerprint: the text key (for the disk cache) is built only on a miss.
+  std::unordered_map<ir::Fingerprint, std::shared_ptr<pjrt::Executable>, ir::FingerprintHash> cache_;
   std::mutex pending_mutex_;
   std::vector<std::weak_ptr<pjrt::Buffer>> pending_;  // outputs of launches not yet synchronized
   // Buffers donated to a launch, kept until it finishes: the plugin holds a

@@ -82,17 +82,69 @@ size_t NodeStore::chunk_of(size_t i) {
   return static_cast<size_t>(std::bit_width(i / kFirst + 1)) - 1;
 }
 
+namespace {
+
+// Chunks freed on this thread, kept for the next graphs. Every op builds a small
+// graph and the pending graph is rebuilt every step, so the same chunk sizes are
+// asked for again at once, and malloc serves chunks this large (16 nodes and
+// up) outside its per-thread cache, through its slower shared bins.
+class ChunkCache {
+ public:
+  static constexpr size_t kSizes = 7;    // chunks 0..6 (up to kFirst << 6 nodes)
+  static constexpr size_t kPerSize = 2;  // the pending graph's and an op's
+  static ChunkCache* of_this_thread() {
+    thread_local bool gone = false;  // trivially destroyed: readable after `owner` is
+    thread_local ChunkCache* cache = nullptr;
+    if (cache == nullptr && !gone) {
+      thread_local Owner owner{&cache, &gone};  // frees the chunks when the thread ends
+      cache = new ChunkCache();
+    }
+    return cache;
+  }
+  Node* take(size_t k) { return k < kSizes && count_[k] > 0 ? chunks_[k][--count_[k]] : nullptr; }
+  bool keep(size_t k, Node* chunk) {
+    if (k >= kSizes || count_[k] == kPerSize) return false;
+    chunks_[k][count_[k]++] = chunk;
+    return true;
+  }
+
+ private:
+  struct Owner {
+    ChunkCache** cache;
+    bool* gone;
+    ~Owner() {
+      ChunkCache* c = *cache;
+      *cache = nullptr;
+      *gone = true;
+      for (size_t k = 0; k < kSizes; ++k)
+        for (size_t i = 0; i < c->count_[k]; ++i) ::operator delete(c->chunks_[k][i], std::align_val_t{alignof(Node)});
+      delete c;
+    }
+  };
+  Node* chunks_[kSizes][kPerSize] = {};
+  size_t count_[kSizes] = {};
+};
+
+}  // namespace
+
 void NodeStore::push_back(Node&& node) {
   size_t k = chunk_of(size_);
-  if (k == chunks_.size())
-    chunks_.push_back(static_cast<Node*>(::operator new(sizeof(Node) * (kFirst << k), std::align_val_t{alignof(Node)})));
+  if (k == chunks_.size()) {
+    ChunkCache* cache = ChunkCache::of_this_thread();
+    Node* chunk = cache ? cache->take(k) : nullptr;
+    if (chunk == nullptr)
+      chunk = static_cast<Node*>(::operator new(sizeof(Node) * (kFirst << k), std::align_val_t{alignof(Node)}));
+    chunks_.push_back(chunk);
+  }
   new (chunks_[k] + (size_ - chunk_start(k))) Node(std::move(node));
   ++size_;
 }
 
 void NodeStore::clear() {
   for (size_t i = 0; i < size_; ++i) slot(i)->~Node();
-  for (Node* chunk : chunks_) ::operator delete(chunk, std::align_val_t{alignof(Node)});
+  ChunkCache* cache = chunks_.empty() ? nullptr : ChunkCache::of_this_thread();
+  for (size_t k = 0; k < chunks_.size(); ++k)
+    if (cache == nullptr || !cache->keep(k, chunks_[k])) ::operator delete(chunks_[k], std::align_val_t{alignof(Node)});
   chunks_.clear();
   size_ = 0;
 }
@@ -179,54 +231,148 @@ Value Graph::reshaped_from(Value v) const {
 }
 
 namespace {
-// Decimal digits of `v`, appended without a temporary string: key() formats
-// every operand and dimension of every node, once per launch.
-void append_int(std::string& s, int64_t v) {
-  char digits[24];
-  auto [end, error] = std::to_chars(digits, digits + sizeof(digits), v);
-  s.append(digits, end);
-}
+
+// Spells a graph's identity as text: the disk cache's key (stable across
+// processes). Separators delimit its variable-length parts.
+class KeyText {
+ public:
+  explicit KeyText(size_t nodes) { text_.reserve(nodes * 48); }
+  void word(const char* s) { text_ += s; }
+  void separator(char c) { text_ += c; }
+  void symbol(char c) { text_ += c; }
+  void count(size_t) {}  // the separators delimit lists
+  // Decimal digits, appended without a temporary string.
+  void number(int64_t v) {
+    char digits[24];
+    auto [end, error] = std::to_chars(digits, digits + sizeof(digits), v);
+    text_.append(digits, end);
+  }
+  void optional_text(const std::string& s, char open, char close) {
+    if (s.empty()) return;
+    text_ += open;
+    text_ += s;
+    text_ += close;
+  }
+  void optional_symbol(bool present, char c) {
+    if (present) text_ += c;
+  }
+  void nested(const Graph& g, char open, char close) {
+    text_ += open;
+    text_ += g.key();
+    text_ += close;
+  }
+  std::string take() { return std::move(text_); }
+
+ private:
+  std::string text_;
+};
+
+// Hashes the same fields into 128 bits, a 64-bit word at a time: two
+// independent multiply-rotate lanes, each finished with murmur3's fmix64. Counts
+// and lengths (not separators) delimit the variable-length parts.
+class KeyHash {
+ public:
+  void word(const char* s) { bytes(s, std::strlen(s)); }
+  void separator(char) {}
+  void symbol(char c) { mix(static_cast<unsigned char>(c)); }
+  void count(size_t n) { mix(n); }
+  void number(int64_t v) { mix(static_cast<uint64_t>(v)); }
+  void optional_text(const std::string& s, char, char) { bytes(s.data(), s.size()); }
+  void optional_symbol(bool present, char c) { mix(present ? static_cast<unsigned char>(c) : 0u); }
+  void nested(const Graph& g, char, char) {
+    Fingerprint f = g.fingerprint();
+    mix(f.low);
+    mix(f.high);
+  }
+  Fingerprint finish() const { return {fmix(low_ ^ words_), fmix(high_ ^ (words_ * 0x9e3779b97f4a7c15ull))}; }
+
+ private:
+  static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+  static uint64_t fmix(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    return k ^ (k >> 33);
+  }
+  void mix(uint64_t w) {
+    ++words_;
+    low_ = rotl(low_ ^ (w * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full;
+    high_ = rotl(high_ + (w * 0xc2b2ae3d27d4eb4full), 29) * 0x165667b19e3779f9ull;
+  }
+  void bytes(const char* p, size_t n) {
+    mix(n);
+    for (; n >= 8; p += 8, n -= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      mix(w);
+    }
+    if (n > 0) {
+      uint64_t w = 0;
+      std::memcpy(&w, p, n);
+      mix(w);
+    }
+  }
+  uint64_t low_ = 0x9e3779b97f4a7c15ull, high_ = 0x6a09e667f3bcc909ull, words_ = 0;
+};
+
 }  // namespace
 
-std::string Graph::key() const {
-  std::string k;
-  k.reserve(nodes_.size() * 48);
+template <class Sink>
+void Graph::describe(Sink& sink) const {
   for (const Node& n : nodes_) {
     const char* op = n.op ? n.op : "P";
     if (std::strncmp(op, "stablehlo.", 10) == 0) op += 10;  // shorter keys hash and compare faster
-    k += op;
-    k += '(';
-    for (int o : operands(n)) {
-      append_int(k, o);
-      k += ',';
+    sink.word(op);
+    OperandIds ids = operands(n);
+    sink.count(ids.size());
+    sink.separator('(');
+    for (int o : ids) {
+      sink.number(o);
+      sink.separator(',');
     }
-    k += ')';
-    k += static_cast<char>('A' + static_cast<int>(n.type.dtype));
+    sink.separator(')');
+    sink.symbol(static_cast<char>('A' + static_cast<int>(n.type.dtype)));
+    sink.count(n.type.shape.size());
     for (int64_t d : n.type.shape) {
-      append_int(k, d);
-      k += 'x';
+      sink.number(d);
+      sink.separator('x');
     }
-    if (!n.attrs.empty()) {
-      k += '{';
-      k += n.attrs;
-      k += '}';
+    sink.optional_text(n.attrs, '{', '}');
+    sink.optional_symbol(n.combiner != Combiner::None, static_cast<char>('0' + static_cast<int>(n.combiner)));
+    sink.count(n.loop ? 1 : 0);
+    if (n.loop) {
+      sink.nested(*n.loop->cond, '[', ']');
+      sink.nested(*n.loop->body, '[', ']');
     }
-    if (n.combiner != Combiner::None) k += static_cast<char>('0' + static_cast<int>(n.combiner));
-    if (n.loop) k += "[" + n.loop->cond->key() + "][" + n.loop->body->key() + "]";
-    k += ';';
+    sink.separator(';');
   }
-  k += "->";
+  sink.separator('-');
+  sink.separator('>');
+  sink.count(outputs_.size());
   for (int o : outputs_) {
-    append_int(k, o);
-    k += ',';
+    sink.number(o);
+    sink.separator(',');
   }
+  sink.count(aliases_.size());
   for (auto [parameter, output] : aliases_) {
-    k += '@';
-    append_int(k, parameter);
-    k += '>';
-    append_int(k, output);
+    sink.separator('@');
+    sink.number(parameter);
+    sink.separator('>');
+    sink.number(output);
   }
-  return k;
+}
+
+std::string Graph::key() const {
+  KeyText text(nodes_.size());
+  describe(text);
+  return text.take();
+}
+
+Fingerprint Graph::fingerprint() const {
+  KeyHash hash;
+  describe(hash);
+  return hash.finish();
 }
 
 namespace {

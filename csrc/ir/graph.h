@@ -51,6 +51,18 @@ enum class Combiner : uint8_t { None, Add, Mul, Max, Min, And, Or, Replace, Less
 
 class Graph;
 
+// A 128-bit hash of a graph's structure (what Graph::key() spells out), in two
+// independent 64-bit lanes: the in-memory program cache's key, trusted like
+// the key itself. Computing it builds no text, which formatting every node of
+// the key on every launch did.
+struct Fingerprint {
+  uint64_t low = 0, high = 0;
+  bool operator==(const Fingerprint& o) const { return low == o.low && high == o.high; }
+};
+struct FingerprintHash {
+  size_t operator()(const Fingerprint& f) const { return static_cast<size_t>(f.low); }
+};
+
 // The two regions of a stablehlo.while: each a graph whose parameters are the
 // loop-carried values. `cond` has one output (tensor<i1>), `body` one output
 // per carried value. Regions see no outer values: what they need is carried.
@@ -177,6 +189,8 @@ class Graph {
 
   // Structural identity: equal keys <=> identical programs.
   std::string key() const;
+  // The same identity hashed (equal keys => equal fingerprints).
+  Fingerprint fingerprint() const;
   // The program as a StableHLO module (MLIR text), entry function @main.
   std::string to_mlir() const;
 
@@ -188,6 +202,9 @@ class Graph {
 
   Value add_node(const char* op, const Value* operands, size_t count, Type type, std::string attrs,
                  Combiner combiner);
+  // Feeds what identifies the graph to `sink`: key() spells it, fingerprint() hashes it.
+  template <class Sink>
+  void describe(Sink& sink) const;
   // The operand ids of `n`, a node of this graph.
   struct OperandIds {
     const int* first;

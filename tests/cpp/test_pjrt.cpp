@@ -27,6 +27,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -321,6 +322,92 @@ void ir_key() {
   a.add_output(ir::reduce(a, xa, ir::constant(a, DType::F32, 0), {0}, ir::Combiner::Add));
   b.add_output(ir::reduce(b, xb, ir::constant(b, DType::F32, 0), {0}, ir::Combiner::Max));
   CHECK(a.key() != b.key());  // combiner differs
+}
+
+// The in-memory cache's fingerprint follows the key: equal for equal graphs,
+// different wherever the keys differ (attributes, dtypes, outputs, combiners,
+// loop regions, donation).
+void ir_fingerprint() {
+  auto same = [](const Graph& a, const Graph& b) { return a.fingerprint() == b.fingerprint(); };
+  CHECK(same(key_graph(1, DType::F32, false), key_graph(1, DType::F32, false)));
+  CHECK(!same(key_graph(2, DType::F32, false), key_graph(1, DType::F32, false)));
+  CHECK(!same(key_graph(1, DType::S32, false), key_graph(1, DType::F32, false)));
+  CHECK(!same(key_graph(1, DType::F32, true), key_graph(1, DType::F32, false)));
+  auto reduced = [](ir::Combiner c) {
+    Graph g;
+    Value x = param(g, DType::F32, {4});
+    g.add_output(ir::reduce(g, x, ir::constant(g, DType::F32, 0), {0}, c));
+    return g;
+  };
+  CHECK(same(reduced(ir::Combiner::Add), reduced(ir::Combiner::Add)));
+  CHECK(!same(reduced(ir::Combiner::Add), reduced(ir::Combiner::Max)));
+  auto counted = [](int64_t limit) {
+    Graph g;
+    Value x = param(g, DType::S32, {});
+    auto out = ir::while_loop(
+        g, {x},
+        [limit](Graph& r, const std::vector<Value>& c) {
+          return ir::compare(r, c[0], ir::constant(r, DType::S32, limit), ir::Compare::LT);
+        },
+        [](Graph& r, const std::vector<Value>& c) {
+          return std::vector<Value>{r.add("stablehlo.add", {c[0], ir::constant(r, DType::S32, 1)}, r.type(c[0]))};
+        });
+    g.add_output(out[0]);
+    return g;
+  };
+  CHECK(same(counted(3), counted(3)));
+  CHECK(!same(counted(3), counted(4)));  // differs only inside the loop's condition
+  Graph donated = key_graph(1, DType::F32, true);
+  Graph kept = key_graph(1, DType::F32, true);
+  CHECK(same(donated, kept));
+  donated.alias_output(0, 1);
+  CHECK(!same(donated, kept));
+  // Words that run into each other: "ab" then "c" is not "a" then "bc".
+  auto attributed = [](const char* first, const char* second) {
+    Graph g;
+    Value x = param(g, DType::F32, {4});
+    Value y = g.add("stablehlo.negate", {x}, g.type(x), first);
+    g.add_output(g.add("stablehlo.negate", {y}, g.type(y), second));
+    return g;
+  };
+  CHECK(!same(attributed("ab", "c"), attributed("a", "bc")));
+  CHECK(same(attributed("a long attribute text, longer than a word", "b"),
+             attributed("a long attribute text, longer than a word", "b")));
+  CHECK(!same(attributed("a long attribute text, longer than a word", "b"),
+              attributed("a long attribute text, longer than a wore", "b")));
+}
+
+// Node chunks freed on one thread are reused by the next graphs, on that
+// thread or another: every graph keeps its own nodes intact.
+void ir_node_chunks_reused() {
+  auto build = [](int length, int64_t width) {
+    Graph g;
+    Value v = param(g, DType::F32, {width});
+    for (int i = 0; i < length; ++i) v = g.add("stablehlo.negate", {v}, g.type(v));
+    g.add_output(v);
+    return g;
+  };
+  auto check = [](const Graph& g, int length, int64_t width) {
+    CHECK_EQ(g.size(), size_t(length + 1));
+    for (int i = 0; i <= length; ++i) CHECK_EQ(g.type(Value{i}), (Type{DType::F32, {width}}));
+  };
+  Graph kept = build(300, 7);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        Graph a = build(5 + round * 13, t + 1), b = build(round, 100 + t);
+        check(a, 5 + round * 13, t + 1);
+        check(b, round, 100 + t);
+        Graph moved = std::move(a);  // freed on this thread, built here
+        check(moved, 5 + round * 13, t + 1);
+      }
+    });
+  for (auto& th : threads) th.join();
+  check(kept, 300, 7);
+  Graph after = build(300, 9);  // reuses chunks freed by the threads' graphs or ours
+  check(after, 300, 9);
+  check(kept, 300, 7);
 }
 
 void ir_errors() {
@@ -1217,6 +1304,8 @@ const Case kCases[] = {
     {"ir_types", ir_types, false},
     {"ir_graph_text", ir_graph_text, false},
     {"ir_key", ir_key, false},
+    {"ir_fingerprint", ir_fingerprint, false},
+    {"ir_node_chunks_reused", ir_node_chunks_reused, false},
     {"ir_errors", ir_errors, false},
     {"ir_ints", ir_ints, false},
     {"ir_node_store", ir_node_store, false},
