@@ -2,6 +2,7 @@
 import copy
 import json
 import os
+import re
 import threading
 
 import pytest
@@ -53,6 +54,33 @@ def test_ops_are_deferred_until_data_is_read(fused):
     for _ in range(10):
         expected = torch.tanh(expected * 1.5 + 0.25)
     torch.testing.assert_close(result, expected)
+
+
+_SHARED_SCALARS_CODE = (
+    "import re, sys, torch, torch_tpu\n"
+    "torch_tpu.set_eager_mode('fused')\n"
+    "ts = [torch.full((3 + i,), float(i)).to('tpu') for i in range(20)]\n"
+    "for t in ts:\n"
+    "    t.mul_(0.5).add_(0.5)\n"
+    "torch._foreach_mul_(ts, 3.0)\n"
+    "got = [t.cpu() for t in ts]\n"
+    "for i, t in enumerate(got):\n"
+    "    torch.testing.assert_close(t, torch.full((3 + i,), (i * 0.5 + 0.5) * 3.0))\n"
+)
+
+
+def test_a_scalar_is_one_argument_of_a_fused_graph_however_many_ops_read_it(tmp_path):
+    # 20 tensors each read 0.5 twice and 3.0 once: the graph takes the two scalars'
+    # buffers once each (AdamW reads its few scalars once per parameter tensor).
+    dump = tmp_path / "programs"
+    out = run_python(_SHARED_SCALARS_CODE, timeout=120, TORCH_TPU_DUMP_PROGRAMS=str(dump),
+                     TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    signatures = [re.search(r"func.func public @main\((.*?)\) ->", p.read_text(), re.S).group(1)
+                  for p in dump.iterdir()]
+    fused = [s for s in signatures if s.count("%arg") >= 20]
+    assert len(fused) == 1, signatures
+    assert fused[0].count("tensor<f32>") == 2, fused[0]
 
 
 def test_dead_intermediates_take_no_device_memory():

@@ -448,6 +448,23 @@ def test_nll_loss_all_ignored_and_errors():
                                         -100)
 
 
+def test_nll_loss_out_of_range_targets_pick_no_class():
+    # Targets are not range-checked on the device (README, Known limits): one out of
+    # range picks no class, like an ignored one. The one-hot compares s32 indices, so
+    # 2**32 + 1 must not wrap around to class 1.
+    x = F.log_softmax(make((3, 4)), 1).to("tpu").requires_grad_()
+    ignored = torch.tensor([0, -100, 3]).to("tpu")
+    for far in (2**32 + 1, 4, -7):
+        target = torch.tensor([0, far, 3]).to("tpu")
+        loss = F.nll_loss(x, target, reduction="sum")
+        expected = F.nll_loss(x, ignored, reduction="sum")
+        torch.testing.assert_close(loss.cpu(), expected.cpu())
+        (grad,) = torch.autograd.grad(loss, x)
+        (expected_grad,) = torch.autograd.grad(expected, x)
+        torch.testing.assert_close(grad.cpu(), expected_grad.cpu())
+        assert grad[1].abs().sum().item() == 0
+
+
 def test_cross_entropy():
     cross_entropy(0.0)
 

@@ -255,9 +255,19 @@ Picked pick(ir::Graph& g, const ir::Shape& shape, Value target, OptValue weight,
   p.class_dim = rank >= 2 ? 1 : 0;
   p.target_dims = dims_except(p.class_dim, rank);
   Value t = ir::convert(g, target, DType::S64);
-  Value tb = ir::broadcast_in_dim(g, t, shape, p.target_dims);
-  p.onehot = ir::compare(g, tb, ir::iota(g, DType::S64, shape, p.class_dim), ir::Compare::EQ);
   const ir::Shape& tshape = g.type(t).shape;
+  // The one-hot compares s32 class indices: TPUs have no native 64-bit integers,
+  // and XLA:CPU compares twice as many s32 lanes at once. A target outside
+  // [0, classes) becomes -1, which matches no class, as its s64 value did.
+  int64_t classes = shape[p.class_dim];
+  DType index = classes <= std::numeric_limits<int32_t>::max() ? DType::S32 : DType::S64;
+  Value in_range = ir::binary(g, "stablehlo.and",
+                              ir::compare(g, t, ir::full(g, DType::S64, 0, tshape), ir::Compare::GE),
+                              ir::compare(g, t, ir::full(g, DType::S64, static_cast<double>(classes), tshape),
+                                          ir::Compare::LT));
+  Value class_of = ir::convert(g, ir::select(g, in_range, t, ir::full(g, DType::S64, -1, tshape)), index);
+  Value tb = ir::broadcast_in_dim(g, class_of, shape, p.target_dims);
+  p.onehot = ir::compare(g, tb, ir::iota(g, index, shape, p.class_dim), ir::Compare::EQ);
   Value w = ir::full(g, acc, 1, tshape);
   if (weight) {
     Value wb = ir::broadcast_in_dim(g, ir::convert(g, *weight, acc), shape, {p.class_dim});
