@@ -57,7 +57,7 @@ def test_ops_are_deferred_until_data_is_read(fused):
 
 
 _SHARED_SCALARS_CODE = (
-    "import re, sys, torch, torch_tpu\n"
+    "import torch, torch_tpu\n"
     "torch_tpu.set_eager_mode('fused')\n"
     "ts = [torch.full((3 + i,), float(i)).to('tpu') for i in range(20)]\n"
     "for t in ts:\n"

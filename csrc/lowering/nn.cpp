@@ -261,11 +261,8 @@ Picked pick(ir::Graph& g, const ir::Shape& shape, Value target, OptValue weight,
   // [0, classes) becomes -1, which matches no class, as its s64 value did.
   int64_t classes = shape[p.class_dim];
   DType index = classes <= std::numeric_limits<int32_t>::max() ? DType::S32 : DType::S64;
-  Value in_range = ir::binary(g, "stablehlo.and",
-                              ir::compare(g, t, ir::full(g, DType::S64, 0, tshape), ir::Compare::GE),
-                              ir::compare(g, t, ir::full(g, DType::S64, static_cast<double>(classes), tshape),
-                                          ir::Compare::LT));
-  Value class_of = ir::convert(g, ir::select(g, in_range, t, ir::full(g, DType::S64, -1, tshape)), index);
+  Value none = ir::full(g, DType::S64, -1, tshape);
+  Value class_of = ir::convert(g, ir::select(g, in_range(g, t, classes), t, none), index);
   Value tb = ir::broadcast_in_dim(g, class_of, shape, p.target_dims);
   p.onehot = ir::compare(g, tb, ir::iota(g, index, shape, p.class_dim), ir::Compare::EQ);
   Value w = ir::full(g, acc, 1, tshape);
