@@ -56,24 +56,26 @@ def test_ops_are_deferred_until_data_is_read(fused):
     torch.testing.assert_close(result, expected)
 
 
-_SHARED_SCALARS_CODE = (
+_FOREACH_SCALAR_CODE = (
     "import torch, torch_tpu\n"
     "torch_tpu.set_eager_mode('fused')\n"
     "ts = [torch.full((3 + i,), float(i)).to('tpu') for i in range(20)]\n"
-    "for t in ts:\n"
-    "    t.mul_(0.5).add_(0.5)\n"
-    "torch._foreach_mul_(ts, 3.0)\n"
+    "ms = [torch.full((3 + i,), 1.0).to('tpu') for i in range(20)]\n"
+    "torch._foreach_mul_(ts, 0.25)\n"
+    "torch._foreach_lerp_(ts, ms, 0.25)\n"
     "got = [t.cpu() for t in ts]\n"
     "for i, t in enumerate(got):\n"
-    "    torch.testing.assert_close(t, torch.full((3 + i,), (i * 0.5 + 0.5) * 3.0))\n"
+    "    torch.testing.assert_close(t, torch.full((3 + i,), i * 0.25 + (1.0 - i * 0.25) * 0.25))\n"
 )
 
 
-def test_a_scalar_is_one_argument_of_a_fused_graph_however_many_ops_read_it(tmp_path):
-    # 20 tensors each read 0.5 twice and 3.0 once: the graph takes the two scalars'
-    # buffers once each (AdamW reads its few scalars once per parameter tensor).
+def test_a_foreach_scalar_is_one_argument_of_the_program(tmp_path):
+    # 20 tensors scaled by one number, then lerped with one weight: each foreach
+    # op's number is one program parameter, not one per tensor (AdamW's update
+    # reads its few hyperparameters once per parameter tensor). The two numbers are
+    # equal and still two parameters: sharing is by identity, never by value.
     dump = tmp_path / "programs"
-    out = run_python(_SHARED_SCALARS_CODE, timeout=120, TORCH_TPU_DUMP_PROGRAMS=str(dump),
+    out = run_python(_FOREACH_SCALAR_CODE, timeout=120, TORCH_TPU_DUMP_PROGRAMS=str(dump),
                      TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"))
     assert out.returncode == 0, out.stderr[-2000:]
     signatures = [re.search(r"func.func public @main\((.*?)\) ->", p.read_text(), re.S).group(1)
@@ -81,6 +83,25 @@ def test_a_scalar_is_one_argument_of_a_fused_graph_however_many_ops_read_it(tmp_
     fused = [s for s in signatures if s.count("%arg") >= 20]
     assert len(fused) == 1, signatures
     assert fused[0].count("tensor<f32>") == 2, fused[0]
+
+
+def test_equal_scalar_values_compile_no_new_program(fused):
+    # Which scalars happen to be equal must not change a program's structure: a
+    # learning rate that meets another hyperparameter's value would recompile.
+    a, b = torch.ones(4, device="tpu"), torch.ones(4, device="tpu")
+    ps = [torch.ones(3, device="tpu") for _ in range(4)]
+
+    def step(s1, s2, weights):
+        torch._foreach_mul_(ps, weights)  # a scalar list: one value per tensor
+        return (a * s1 + b * s2).sum().item(), ps[0].sum().item()
+
+    step(0.3, 0.7, [0.5, 0.6, 0.7, 0.8])  # also materialises a, b and ps
+    distinct = step(0.25, 0.75, [0.9, 1.1, 1.2, 1.3])
+    before = torch_tpu.metrics()["compiles"]
+    equal = step(0.5, 0.5, [1.0, 1.0, 1.0, 1.0])
+    assert torch_tpu.metrics()["compiles"] == before
+    assert distinct[0] == pytest.approx(4.0) and equal[0] == pytest.approx(4.0)
+    assert equal[1] == pytest.approx(3 * 0.5 * 0.9)
 
 
 def test_dead_intermediates_take_no_device_memory():

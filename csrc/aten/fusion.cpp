@@ -89,24 +89,12 @@ struct PendingGraph {
   std::vector<StorageValue*> bound;
   std::vector<StorageValue*> written;
   std::vector<const char*> ops;
-  std::unordered_map<const pjrt::Buffer*, int> shared;  // bind_shared's buffers: parameter node ids
   std::thread::id recorder;  // the thread that appended the pending ops
   uint64_t runs = 0;  // graphs run so far: a capture is valid while this stays put
 
   ir::Value bind(const engine::BufferRef& buffer, const ir::Type& type) {
     arguments.push_back(buffer);
     return graph.parameter(type);
-  }
-
-  // A buffer that is no storage's (mostly a scalar's cached buffer) is bound once
-  // per graph however many ops read it: AdamW's update reads the same few scalars
-  // once per parameter tensor, which made 203 of its program's 261 arguments.
-  ir::Value bind_shared(const engine::BufferRef& buffer, const ir::Type& type) {
-    auto [it, inserted] = shared.try_emplace(buffer.get(), -1);
-    if (!inserted && graph.type(ir::Value{it->second}) == type) return ir::Value{it->second};
-    ir::Value v = bind(buffer, type);
-    it->second = v.id;
-    return v;
   }
 
   // `parameter` holds value's buffer; returns it as the storage's flat value.
@@ -153,7 +141,6 @@ struct PendingGraph {
       if (value != nullptr) unbind(value), value->in_pending_graph = false;
     graph = ir::Graph();
     arguments.clear();
-    shared.clear();
     bound.clear();
     written.clear();
     ops.clear();
@@ -265,7 +252,7 @@ std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& gra
     StorageValue* value = a.storage;
     ir::Value v;
     if (value == nullptr) {
-      v = p.bind_shared(a.buffer, a.type);
+      v = p.bind(a.buffer, a.type);
     } else if (value->pending_node >= 0) {
       v = ir::Value{value->pending_node};
     } else if (value->bound_slot >= 0) {

@@ -3,7 +3,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ScalarOps.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <optional>
@@ -67,7 +67,8 @@ namespace {
 thread_local ProgramBatch* current_batch = nullptr;
 }
 
-ProgramBatch::ProgramBatch(const char* name, int device) : program_(name, device), previous_(current_batch) {
+ProgramBatch::ProgramBatch(const char* name, int device, size_t ops) : program_(name, device), previous_(current_batch) {
+  program_.reserve(3 * ops);  // most elementwise ops read two or three operands
   current_batch = this;
 }
 ProgramBatch::~ProgramBatch() { end(); }
@@ -109,7 +110,7 @@ ir::Value scalar_value(Program& p, const c10::Scalar& s, ir::DType dtype) {
 ir::Value read_operand(Program& p, const at::Tensor& t, c10::ScalarType dtype) {
   ir::DType target = lowering::to_ir(dtype);
   if (!ir::is_complex(target) && !t.is_complex()) return p.read_as(t, dtype);
-  if (t.device().is_cpu() && t.dim() == 0) return scalar_value(p, t.item(), target);
+  if (t.device().is_cpu() && t.dim() == 0) return scalar_value(p, cpu_scalar_value(t), target);
   return ir::convert(p.graph(), p.read(t), target);
 }
 
@@ -129,9 +130,7 @@ void check_complex_support(const char* name, c10::ScalarType dtype) {
 }
 
 at::Tensor scalar_operand(const c10::Scalar& s) {
-  at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(s.type()));
-  t.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return t;
+  return at::native::wrapped_scalar_tensor(s);  // made directly, no dispatch
 }
 
 ir::DType accumulate_type(c10::ScalarType t) { return lowering::accumulate_dtype(lowering::to_ir(t)); }

@@ -31,7 +31,8 @@ at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArray
 // inside a batch: any other op would run before the batch's writes.
 class ProgramBatch {
  public:
-  ProgramBatch(const char* name, int device);
+  // `ops`: how many ops the batch will hold, to size its lists once.
+  ProgramBatch(const char* name, int device, size_t ops);
   ~ProgramBatch();
   ProgramBatch(const ProgramBatch&) = delete;
   ProgramBatch& operator=(const ProgramBatch&) = delete;
@@ -71,6 +72,8 @@ ir::Value scalar_value(Program& p, const c10::Scalar& s, ir::DType dtype);
 // its base name: "add" for "add_", "add.out") has a complex lowering.
 void check_complex_support(const char* name, c10::ScalarType dtype);
 // A Python number as an operand: a wrapped 0-dim CPU tensor, as ATen makes them.
+// Each call makes a new tensor, so each is its own program parameter; a list op
+// that reads one number for every element wraps it once.
 at::Tensor scalar_operand(const c10::Scalar& s);
 // Accumulation type of sums and products (f32 for half types, as ATen on CPU/CUDA).
 ir::DType accumulate_type(c10::ScalarType t);

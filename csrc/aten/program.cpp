@@ -205,6 +205,37 @@ ir::Value Program::scalar(const c10::Scalar& s, ir::DType dtype) {
   return bind(scalar_cache().get(device_, dtype, bytes), ir::Type{dtype, {}});
 }
 
+ir::Value Program::read_cpu_scalar(const at::Tensor& t, ir::DType dtype) {
+  for (const ReadScalar& r : read_scalars_)
+    if (r.tensor.get() == t.unsafeGetTensorImpl() && r.dtype == dtype) return r.value;
+  ir::Value v = scalar(cpu_scalar_value(t), dtype);
+  // Bounded: a list of per-element scalars stays linear.
+  constexpr size_t kRemembered = 16;
+  if (read_scalars_.size() < kRemembered) read_scalars_.push_back(ReadScalar{t.getIntrusivePtr(), dtype, v});
+  return v;
+}
+
+void Program::reserve(size_t operands) {
+  arguments_.reserve(operands);
+  storages_.reserve(operands);
+}
+
+c10::Scalar cpu_scalar_value(const at::Tensor& t) {
+  if (!t.is_conj() && !t.is_neg()) {
+    const void* p = t.const_data_ptr();
+    switch (t.scalar_type()) {
+      case at::kDouble: return *static_cast<const double*>(p);
+      case at::kFloat: return *static_cast<const float*>(p);
+      case at::kLong: return *static_cast<const int64_t*>(p);
+      case at::kInt: return *static_cast<const int32_t*>(p);
+      case at::kBool: return *static_cast<const bool*>(p);
+      case at::kComplexDouble: return *static_cast<const c10::complex<double>*>(p);
+      default: break;
+    }
+  }
+  return t.item();
+}
+
 Program::StorageState* Program::find_storage(StorageValue* value) {
   constexpr size_t kScanned = 16;
   if (storages_.size() <= kScanned) {
@@ -254,7 +285,7 @@ std::optional<ir::Value> Program::dynamic_offset(const at::Tensor& t) {
 ir::Value Program::read(const at::Tensor& t) {
   ir::DType dtype = lowering::to_ir(t.scalar_type());
   note_operand(Operand{{t.sizes().begin(), t.sizes().end()}, t.scalar_type(), t.device(), false});
-  if (t.device().is_cpu() && t.dim() == 0) return scalar(t.item(), dtype);
+  if (t.device().is_cpu() && t.dim() == 0) return read_cpu_scalar(t, dtype);
   check_device(t);
   ir::Shape sizes(t.sizes().begin(), t.sizes().end());
   if (t.numel() == 0) return ir::full(graph_, dtype, 0, sizes);
@@ -271,7 +302,7 @@ ir::Value Program::read_as(const at::Tensor& t, c10::ScalarType dtype) {
   ir::DType target = lowering::to_ir(dtype);
   if (t.device().is_cpu() && t.dim() == 0) {
     note_operand(Operand{{}, t.scalar_type(), t.device(), true});
-    return scalar(t.item(), target);
+    return read_cpu_scalar(t, target);
   }
   return ir::convert(graph_, read(t), target);
 }

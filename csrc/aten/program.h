@@ -52,6 +52,9 @@ class Program {
     add_result(v);
     return run().at(0);
   }
+  // Room for `operands` tensor and scalar operands without regrowing (a batch
+  // of many ops would otherwise reallocate its lists as they grow).
+  void reserve(size_t operands);
 
  private:
   struct StorageState {
@@ -74,6 +77,18 @@ class Program {
   // Inline capacities fit a plain op (two reads, one write): no allocation.
   c10::SmallVector<ProgramArgument, 4> arguments_;  // by parameter position
   c10::SmallVector<ir::Value, 2> results_;
+  // CPU scalars read so far, by tensor identity (held, so no other tensor takes
+  // the address): a batch reads a foreach op's one wrapped number once per
+  // element, and it becomes one parameter. Never by value: a program's structure
+  // must not depend on which scalars happen to be equal, or a learning rate that
+  // meets another hyperparameter's value would compile a new program.
+  struct ReadScalar {
+    c10::intrusive_ptr<c10::TensorImpl> tensor;
+    ir::DType dtype;
+    ir::Value value;
+  };
+  c10::SmallVector<ReadScalar, 2> read_scalars_;
+  ir::Value read_cpu_scalar(const at::Tensor& t, ir::DType dtype);
   // What each operand read was, for error messages and logs; formatted only
   // when needed (operands() ), since building text per op costs more than the op.
   struct Operand {
@@ -95,6 +110,10 @@ class Program {
   StorageState* find_storage(StorageValue* value);
   StorageState& add_storage(StorageState&& state);
 };
+
+// The value of a 0-dim CPU tensor (a wrapped Python number, mostly): the dtypes
+// numbers wrap to are read in place, without item()'s dispatcher round trip.
+c10::Scalar cpu_scalar_value(const at::Tensor& t);
 
 // TORCH_TPU_LOG_OPS=1: each launch is logged to stderr (op, operands, cache, time).
 bool log_ops_enabled();
