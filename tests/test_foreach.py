@@ -95,6 +95,19 @@ def test_lerp(inplace):
                 inplace=inplace)
 
 
+@pytest.mark.parametrize("inplace", [False, True])
+def test_lerp_scalar_weight_by_dtype(inplace):
+    # float and double lists read the weight once for the list (lerp.Tensor); half
+    # types and mixed lists keep the Scalar overload, which computes in float.
+    op = torch._foreach_lerp_ if inplace else torch._foreach_lerp
+    mixed = lambda seed: [make((3,), torch.float32, seed=seed), make((2, 2), torch.float64, seed=seed + 1)]  # noqa: E731
+    same_as_cpu(lambda a, b: op(a, b, 0.3), tensors(torch.float64), tensors(torch.float64, seed=30), inplace=inplace)
+    same_as_cpu(lambda a, b: op(a, b, 0.3), tensors(torch.bfloat16), tensors(torch.bfloat16, seed=30),
+                inplace=inplace)
+    same_as_cpu(lambda a, b: op(a, b, 0.3), mixed(0), mixed(30), inplace=inplace)
+    same_as_cpu(lambda a, b: op(a, b, 7), tensors(), tensors(seed=30), inplace=inplace)  # an int weight
+
+
 UNARY = ["abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1", "floor", "frac",
          "lgamma", "log", "log10", "log1p", "log2", "neg", "reciprocal", "round", "rsqrt", "sigmoid", "sign",
          "sin", "sinh", "sqrt", "tan", "tanh", "trunc"]

@@ -310,7 +310,7 @@ FOREACH_ADDC(addcdiv)
 // round a Scalar weight differently (half types compute in float), so they
 // keep the Scalar overload.
 std::optional<at::Tensor> weight_for_list(TL self, const c10::Scalar& w) {
-  if (self.empty()) return std::nullopt;
+  if (self.empty() || w.isComplex()) return std::nullopt;
   c10::ScalarType t = self[0].scalar_type();
   if (t != at::kFloat && t != at::kDouble) return std::nullopt;
   for (const at::Tensor& s : self)
