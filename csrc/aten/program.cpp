@@ -221,7 +221,7 @@ void Program::reserve(size_t operands) {
 }
 
 c10::Scalar cpu_scalar_value(const at::Tensor& t) {
-  if (!t.is_conj() && !t.is_neg()) {
+  if (!t.is_conj() && !t.is_neg() && !t._is_zerotensor()) {  // those go through item()
     const void* p = t.const_data_ptr();
     switch (t.scalar_type()) {
       case at::kDouble: return *static_cast<const double*>(p);
