@@ -63,17 +63,19 @@ _FOREACH_SCALAR_CODE = (
     "ms = [torch.full((3 + i,), 1.0).to('tpu') for i in range(20)]\n"
     "torch._foreach_mul_(ts, 0.25)\n"
     "torch._foreach_lerp_(ts, ms, 0.25)\n"
+    "torch._foreach_addcmul_(ts, ms, ms, 0.25)\n"
     "got = [t.cpu() for t in ts]\n"
     "for i, t in enumerate(got):\n"
-    "    torch.testing.assert_close(t, torch.full((3 + i,), i * 0.25 + (1.0 - i * 0.25) * 0.25))\n"
+    "    torch.testing.assert_close(t, torch.full((3 + i,), i * 0.25 + (1.0 - i * 0.25) * 0.25 + 0.25))\n"
 )
 
 
 def test_a_foreach_scalar_is_one_argument_of_the_program(tmp_path):
-    # 20 tensors scaled by one number, then lerped with one weight: each foreach
-    # op's number is one program parameter, not one per tensor (AdamW's update
-    # reads its few hyperparameters once per parameter tensor). The two numbers are
-    # equal and still two parameters: sharing is by identity, never by value.
+    # 20 tensors scaled by one number, lerped with one weight, then addcmul'ed with
+    # one value: each foreach op's number is one program parameter, not one per
+    # tensor (AdamW's update reads its few hyperparameters once per parameter
+    # tensor). The three numbers are equal and still three parameters: sharing is
+    # by identity, never by value.
     dump = tmp_path / "programs"
     out = run_python(_FOREACH_SCALAR_CODE, timeout=120, TORCH_TPU_DUMP_PROGRAMS=str(dump),
                      TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"))
@@ -82,7 +84,7 @@ def test_a_foreach_scalar_is_one_argument_of_the_program(tmp_path):
                   for p in dump.iterdir()]
     fused = [s for s in signatures if s.count("%arg") >= 20]
     assert len(fused) == 1, signatures
-    assert fused[0].count("tensor<f32>") == 2, fused[0]
+    assert fused[0].count("tensor<f32>") == 3, fused[0]
 
 
 def test_equal_scalar_values_compile_no_new_program(fused):

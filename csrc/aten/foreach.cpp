@@ -89,19 +89,20 @@ bool usable_scalar_tensor(const at::Tensor& t, int device) {
 }
 
 // Runs `element(i)` for every index inside one ProgramBatch and launches it once.
+// `shared`: the list op's one Scalar argument, which every element reads.
 template <class F>
-void batched(const char* name, int device, size_t n, F&& element) {
+void batched(const char* name, int device, size_t n, F&& element, const c10::Scalar* shared = nullptr) {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
-  ProgramBatch batch(name, device, n);
+  ProgramBatch batch(name, device, n, shared);
   for (size_t i = 0; i < n; ++i) element(i);
   batch.run();
 }
 
 template <class F>
-Tensors batched_map(const char* name, int device, size_t n, F&& element) {
+Tensors batched_map(const char* name, int device, size_t n, F&& element, const c10::Scalar* shared = nullptr) {
   Tensors result;
   result.reserve(n);
-  batched(name, device, n, [&](size_t i) { result.push_back(element(i)); });
+  batched(name, device, n, [&](size_t i) { result.push_back(element(i)); }, shared);
   return result;
 }
 
@@ -117,6 +118,10 @@ Tensors batched_map(const char* name, int device, size_t n, F&& element) {
 // once instead of once per element (and skips a dispatch per element).
 #define AS_SCALAR(s) (s)
 #define AS_WRAPPED(s) scalar_operand(s)
+// The batch's shared Scalar for an ARG: a Scalar passed on to every element (a
+// wrapped number is already one tensor for the list).
+const c10::Scalar* shared_scalar(const c10::Scalar& arg) { return &arg; }
+const c10::Scalar* shared_scalar(const at::Tensor&) { return nullptr; }
 
 #define FOREACH_SCALAR(NAME, OP, SLOW, ARG)                                                              \
   Tensors NAME##_scalar(TL self, const c10::Scalar& s) {                                                 \
@@ -124,14 +129,15 @@ Tensors batched_map(const char* name, int device, size_t n, F&& element) {
     int d = common_device({self});                                                                       \
     if (d < 0) return at::native::foreach_tensor_##SLOW##_scalar_kernel_slow(self, s);                   \
     const auto arg = ARG(s);                                                                             \
-    return batched_map("_foreach_" #NAME ".Scalar", d, self.size(), [&](size_t i) { return self[i].OP(arg); }); \
+    return batched_map("_foreach_" #NAME ".Scalar", d, self.size(), [&](size_t i) { return self[i].OP(arg); }, \
+                       shared_scalar(arg));                                                              \
   }                                                                                                      \
   void NAME##_scalar_(TL self, const c10::Scalar& s) {                                                   \
     check_foreach_api_restrictions(self);                                                                \
     int d = common_device({self});                                                                       \
     if (d < 0) return at::native::foreach_tensor_##SLOW##_scalar_kernel_slow_(self, s);                  \
     const auto arg = ARG(s);                                                                             \
-    batched("_foreach_" #NAME "_.Scalar", d, self.size(), [&](size_t i) { self[i].OP##_(arg); });        \
+    batched("_foreach_" #NAME "_.Scalar", d, self.size(), [&](size_t i) { self[i].OP##_(arg); }, shared_scalar(arg)); \
   }
 
 #define FOREACH_SCALARLIST(NAME, OP, SLOW, ARG)                                                          \
@@ -267,13 +273,14 @@ Tensors pow_scalar_and_tensor(const c10::Scalar& base, TL exponent) {
     int d = common_device({self, t1, t2});                                                                 \
     if (d < 0) return at::native::foreach_tensor_##NAME##_scalar_slow(self, t1, t2, value);                \
     return batched_map("_foreach_" #NAME ".Scalar", d, self.size(),                                        \
-                       [&](size_t i) { return self[i].NAME(t1[i], t2[i], value); });                       \
+                       [&](size_t i) { return self[i].NAME(t1[i], t2[i], value); }, &value);              \
   }                                                                                                        \
   void NAME##_scalar_(TL self, TL t1, TL t2, const c10::Scalar& value) {                                   \
     check_foreach_api_restrictions(self, t1, t2);                                                          \
     int d = common_device({self, t1, t2});                                                                 \
     if (d < 0) return at::native::foreach_tensor_##NAME##_scalar_slow_(self, t1, t2, value);               \
-    batched("_foreach_" #NAME "_.Scalar", d, self.size(), [&](size_t i) { self[i].NAME##_(t1[i], t2[i], value); }); \
+    batched("_foreach_" #NAME "_.Scalar", d, self.size(), [&](size_t i) { self[i].NAME##_(t1[i], t2[i], value); }, \
+            &value);                                                                                       \
   }                                                                                                        \
   Tensors NAME##_scalarlist(TL self, TL t1, TL t2, Scalars s) {                                            \
     check_foreach_api_restrictions(self, t1, t2, s);                                                       \
@@ -324,7 +331,7 @@ Tensors lerp_scalar(TL self, TL end, const c10::Scalar& w) {
   if (d < 0) return at::native::foreach_tensor_lerp_list_kernel_slow(self, end, w);
   if (auto weight = weight_for_list(self, w))
     return batched_map("_foreach_lerp.Scalar", d, self.size(), [&](size_t i) { return self[i].lerp(end[i], *weight); });
-  return batched_map("_foreach_lerp.Scalar", d, self.size(), [&](size_t i) { return self[i].lerp(end[i], w); });
+  return batched_map("_foreach_lerp.Scalar", d, self.size(), [&](size_t i) { return self[i].lerp(end[i], w); }, &w);
 }
 void lerp_scalar_(TL self, TL end, const c10::Scalar& w) {
   check_foreach_api_restrictions(self, end);
@@ -332,7 +339,7 @@ void lerp_scalar_(TL self, TL end, const c10::Scalar& w) {
   if (d < 0) return at::native::foreach_tensor_lerp_list_kernel_slow_(self, end, w);
   if (auto weight = weight_for_list(self, w))
     return batched("_foreach_lerp_.Scalar", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], *weight); });
-  batched("_foreach_lerp_.Scalar", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], w); });
+  batched("_foreach_lerp_.Scalar", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], w); }, &w);
 }
 Tensors lerp_scalarlist(TL self, TL end, Scalars w) {
   check_foreach_api_restrictions(self, end, w);

@@ -67,8 +67,10 @@ namespace {
 thread_local ProgramBatch* current_batch = nullptr;
 }
 
-ProgramBatch::ProgramBatch(const char* name, int device, size_t ops) : program_(name, device), previous_(current_batch) {
+ProgramBatch::ProgramBatch(const char* name, int device, size_t ops, const c10::Scalar* shared)
+    : program_(name, device), shared_(shared), previous_(current_batch) {
   program_.reserve(3 * ops);  // most elementwise ops read two or three operands
+  if (shared != nullptr) shared_operand_ = at::native::wrapped_scalar_tensor(*shared);
   current_batch = this;
 }
 ProgramBatch::~ProgramBatch() { end(); }
@@ -130,6 +132,8 @@ void check_complex_support(const char* name, c10::ScalarType dtype) {
 }
 
 at::Tensor scalar_operand(const c10::Scalar& s) {
+  if (ProgramBatch* batch = ProgramBatch::active())
+    if (const at::Tensor* shared = batch->shared_operand(s)) return *shared;
   return at::native::wrapped_scalar_tensor(s);  // made directly, no dispatch
 }
 

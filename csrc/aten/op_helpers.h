@@ -31,8 +31,12 @@ at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArray
 // inside a batch: any other op would run before the batch's writes.
 class ProgramBatch {
  public:
-  // `ops`: how many ops the batch will hold, to size its lists once.
-  ProgramBatch(const char* name, int device, size_t ops);
+  // `ops`: how many ops the batch will hold, to size its lists once. `shared`:
+  // a Scalar argument of the list op that every element's op reads, alive for
+  // the whole batch: scalar_operand() gives each element one wrapped tensor for
+  // it, so the program reads it as one parameter (by that object's identity,
+  // never by value).
+  ProgramBatch(const char* name, int device, size_t ops, const c10::Scalar* shared = nullptr);
   ~ProgramBatch();
   ProgramBatch(const ProgramBatch&) = delete;
   ProgramBatch& operator=(const ProgramBatch&) = delete;
@@ -41,10 +45,14 @@ class ProgramBatch {
   void run();
   // The batch of this thread, or nullptr.
   static ProgramBatch* active();
+  // The wrapped tensor of `s` when `s` is the batch's shared Scalar, else nullptr.
+  const at::Tensor* shared_operand(const c10::Scalar& s) const { return &s == shared_ ? &shared_operand_ : nullptr; }
 
  private:
   void end();
   Program program_;
+  const c10::Scalar* shared_;
+  at::Tensor shared_operand_;
   ProgramBatch* previous_;
   bool ended_ = false;
 };
@@ -72,8 +80,8 @@ ir::Value scalar_value(Program& p, const c10::Scalar& s, ir::DType dtype);
 // its base name: "add" for "add_", "add.out") has a complex lowering.
 void check_complex_support(const char* name, c10::ScalarType dtype);
 // A Python number as an operand: a wrapped 0-dim CPU tensor, as ATen makes them.
-// Each call makes a new tensor, so each is its own program parameter; a list op
-// that reads one number for every element wraps it once.
+// Each call makes a new tensor, so each is its own program parameter, except for
+// a ProgramBatch's shared Scalar (one tensor for the whole list).
 at::Tensor scalar_operand(const c10::Scalar& s);
 // Accumulation type of sums and products (f32 for half types, as ATen on CPU/CUDA).
 ir::DType accumulate_type(c10::ScalarType t);
