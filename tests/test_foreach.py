@@ -97,8 +97,8 @@ def test_lerp(inplace):
 
 @pytest.mark.parametrize("inplace", [False, True])
 def test_lerp_scalar_weight_by_dtype(inplace):
-    # float and double lists read the weight once for the list (lerp.Tensor); half
-    # types and mixed lists keep the Scalar overload, which computes in float.
+    # The weight is one wrapped number for the whole list, whatever the lists' dtypes
+    # (half types compute in float, as on CPU).
     op = torch._foreach_lerp_ if inplace else torch._foreach_lerp
     mixed = lambda seed: [make((3,), torch.float32, seed=seed), make((2, 2), torch.float64, seed=seed + 1)]  # noqa: E731
     same_as_cpu(lambda a, b: op(a, b, 0.3), tensors(torch.float64), tensors(torch.float64, seed=30), inplace=inplace)

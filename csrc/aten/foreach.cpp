@@ -58,7 +58,6 @@
 #include <ATen/ops/_foreach_zero_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/pow.h>
-#include <ATen/ops/scalar_tensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -310,35 +309,16 @@ FOREACH_ADDC(addcdiv)
 
 // ------------------------------------------------------------ lerp
 
-// lerp.Scalar's weight as one 0-dim tensor for the whole list (one program
-// parameter, not one per element), when every tensor is float or double: there
-// lerp.Tensor with a weight of self's dtype computes exactly what lerp.Scalar
-// does (the weight rounded to self's dtype, its own math type). Other dtypes
-// round a Scalar weight differently (half types compute in float), so they
-// keep the Scalar overload.
-std::optional<at::Tensor> weight_for_list(TL self, const c10::Scalar& w) {
-  if (self.empty() || w.isComplex()) return std::nullopt;
-  c10::ScalarType t = self[0].scalar_type();
-  if (t != at::kFloat && t != at::kDouble) return std::nullopt;
-  for (const at::Tensor& s : self)
-    if (s.scalar_type() != t) return std::nullopt;
-  return at::scalar_tensor(w, at::TensorOptions().dtype(t));
-}
-
 Tensors lerp_scalar(TL self, TL end, const c10::Scalar& w) {
   check_foreach_api_restrictions(self, end);
   int d = common_device({self, end});
   if (d < 0) return at::native::foreach_tensor_lerp_list_kernel_slow(self, end, w);
-  if (auto weight = weight_for_list(self, w))
-    return batched_map("_foreach_lerp.Scalar", d, self.size(), [&](size_t i) { return self[i].lerp(end[i], *weight); });
   return batched_map("_foreach_lerp.Scalar", d, self.size(), [&](size_t i) { return self[i].lerp(end[i], w); }, &w);
 }
 void lerp_scalar_(TL self, TL end, const c10::Scalar& w) {
   check_foreach_api_restrictions(self, end);
   int d = common_device({self, end});
   if (d < 0) return at::native::foreach_tensor_lerp_list_kernel_slow_(self, end, w);
-  if (auto weight = weight_for_list(self, w))
-    return batched("_foreach_lerp_.Scalar", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], *weight); });
   batched("_foreach_lerp_.Scalar", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], w); }, &w);
 }
 Tensors lerp_scalarlist(TL self, TL end, Scalars w) {
