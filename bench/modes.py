@@ -307,8 +307,7 @@ def _child(args):
         if args.phase == "first":
             return finish("ok")
 
-        for _ in range(WARMUP_STEPS):
-            step()
+        warmup_losses = [step() for _ in range(WARMUP_STEPS)]
         sync()
         if on_tpu:
             torch.tpu.reset_peak_memory_stats()
@@ -332,6 +331,10 @@ def _child(args):
         record["step_mean_s"] = total / n  # includes the final synchronize
         record["step_min_s"] = min(times)
         record["final_loss"] = losses[-1]
+        # Every step's loss from the first: the modes see the same batches in the same order,
+        # so step k is comparable across modes (a final loss alone can agree after a run has
+        # drifted and converged back).
+        record["losses"] = [first_loss] + warmup_losses + losses
         if info["tokens_per_step"]:
             record["tokens_per_step"] = info["tokens_per_step"]
             record["tokens_per_s"] = info["tokens_per_step"] / record["step_median_s"]
@@ -481,6 +484,9 @@ def _add_ratios(results):
             if cpu and mode != "cpu" and v.get("final_loss") is not None:
                 ref = cpu["final_loss"]
                 r["%s_final_loss_rel_diff_vs_cpu" % mode] = abs(v["final_loss"] - ref) / max(abs(ref), 1e-12)
+            if cpu and mode != "cpu" and v.get("losses") and cpu.get("losses"):
+                r["%s_max_step_loss_rel_diff_vs_cpu" % mode] = max(
+                    abs(a - b) / max(abs(b), 1e-12) for a, b in zip(v["losses"], cpu["losses"]))
         ratios[workload] = r
     return ratios
 
@@ -742,6 +748,10 @@ def main(argv=None):
             if diff is not None and diff > 0.05:
                 print("WARNING: %s / %s final loss %.5g differs from cpu's by %.1f%%" % (
                     workload, mode, v["final_loss"], 100 * diff))
+            diff = report["ratios"][workload].get("%s_max_step_loss_rel_diff_vs_cpu" % mode)
+            if diff is not None and diff > 1e-3:
+                print("WARNING: %s / %s: a step's loss differs from cpu's by %.3g (relative)" % (
+                    workload, mode, diff))
     print("\nwrote %s" % args.out)
     if args.chart:
         try:

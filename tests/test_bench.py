@@ -19,6 +19,15 @@ def test_rounds_take_the_median_of_the_runs_medians():
     assert abs(result["tokens_per_s"] - 256 / 0.020) < 1e-6
 
 
+def test_every_step_loss_is_compared_with_cpu():
+    # the final losses agree, an earlier step's do not: the drift is reported
+    results = {"gpt-small": {"cpu": {"status": "ok", "final_loss": 0.455, "losses": [8.451, 8.061, 0.455]},
+                             "fused": {"status": "ok", "final_loss": 0.455, "losses": [8.451, 8.063, 0.455]}}}
+    ratios = modes._add_ratios(results)["gpt-small"]
+    assert ratios["fused_final_loss_rel_diff_vs_cpu"] == 0
+    assert abs(ratios["fused_max_step_loss_rel_diff_vs_cpu"] - 0.002 / 8.061) < 1e-9
+
+
 @pytest.mark.parametrize("mode, loaded", [("cpu", False), ("strict", True)])
 def test_native_modes_run_without_torch_tpu(mode, loaded):
     # Loaded, torch_tpu is torch's accelerator, and torch's autograd fails on CUDA tensors.

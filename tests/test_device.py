@@ -326,7 +326,8 @@ _XLA_FLAGS_CODE = (
 
 
 @pytest.mark.skipif(not _cpu_plugin_in_use(), reason="flags torch_tpu gives the XLA:CPU plugin")
-@pytest.mark.parametrize("user_flags", [None, "--xla_disable_hlo_passes=some_pass --xla_cpu_enable_fast_math=false"])
+@pytest.mark.parametrize("user_flags", [None, "--xla_disable_hlo_passes=some_pass --xla_cpu_enable_fast_math=false",
+                                        "--xla_cpu_use_xnnpack=true"])
 def test_cpu_plugin_is_created_with_its_flags_and_the_environment_restored(user_flags):
     import json
 
@@ -337,11 +338,15 @@ def test_cpu_plugin_is_created_with_its_flags_and_the_environment_restored(user_
     assert seen["split"] == "torch_tpu"
     created = seen["created_with"].split()
     assert "--xla_backend_extra_options=-disable-loop-idiom-hashrecognize" in created
-    if user_flags is None:
+    if user_flags is None or "some_pass" not in user_flags:
         assert "--xla_disable_hlo_passes=tree_reduction_rewriter" in created
     else:  # a list-valued flag the user set keeps the user's values
         assert "--xla_disable_hlo_passes=tree_reduction_rewriter,some_pass" in created
         assert "--xla_cpu_enable_fast_math=false" in created
+    # XNNPACK off (its dot reuses a stale packed weight), unless the user chose
+    xnnpack = [f for f in created if f.startswith("--xla_cpu_use_xnnpack=")]
+    assert xnnpack == (["--xla_cpu_use_xnnpack=true"] if user_flags and "xnnpack" in user_flags
+                       else ["--xla_cpu_use_xnnpack=false"])
 
 
 def test_xla_flags_are_for_the_cpu_plugin_only(tmp_path):

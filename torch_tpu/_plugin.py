@@ -163,12 +163,22 @@ def xla_flags(path):
     LLVM's CRC recognition off: in the plugin's LLVM it takes exponential time on a
     loop that reduces random bits (randn followed by a softmax or a layer norm in one
     fused graph never finished compiling). An LLVM option the plugin does not know
-    would end the process, so it is passed only when the plugin's binary names it."""
+    would end the process, so it is passed only when the plugin's binary names it.
+
+    XLA:CPU: XNNPACK off (xla_cpu_use_xnnpack=false) unless XLA_FLAGS sets it. The
+    plugin's XNNPACK dot packs its right operand once and keeps the packed copy for
+    as long as that operand arrives at the same address, so a weight updated in place
+    (a donated buffer) or a new buffer the allocator put where an old one was gave
+    `grad_output @ weight` the old weight's product, silently: an AdamW step of
+    gpt-small gave its next backward gradients 10-40% off."""
     flags = []
     if explicit_reduction_split(path):
         flags.append(("xla_disable_hlo_passes", "tree_reduction_rewriter"))
     if path and is_cpu_plugin(path) and _binary_contains(path, b"disable-loop-idiom-hashrecognize\0"):
         flags.append(("xla_backend_extra_options", "-disable-loop-idiom-hashrecognize"))
+    if path and is_cpu_plugin(path) and "--xla_cpu_use_xnnpack=" not in os.environ.get("XLA_FLAGS", "") and \
+            _binary_contains(path, b"xla_cpu_use_xnnpack\0"):
+        flags.append(("xla_cpu_use_xnnpack", "false"))
     return flags
 
 
