@@ -176,6 +176,76 @@ def test_cpu_scalar_ops_run_on_the_host_before_the_program(fn, on_host):
         assert tpu_step.device.type == "cpu" and tpu_step.item() == cpu_step.item()
 
 
+def _stackable(a, b, c):
+    counts = torch.ops.aten._foreach_add.Scalar([a, b, c], 1)
+    # a list made of elements out of order: stacked from them
+    powers = torch.ops.aten._foreach_pow.ScalarAndTensor(0.9, [counts[2], counts[0], counts[1]])
+    corrections = torch.ops.aten._foreach_sub.Scalar(powers, 1)
+    scaled = torch.ops.aten._foreach_mul.List(corrections, [a, b, c])
+    roots = torch.ops.aten._foreach_sqrt.default(torch.ops.aten._foreach_neg.default(corrections))
+    for count, new in zip((a, b, c), counts):
+        count.copy_(new)
+    return scaled[0], scaled[2], roots[1], counts[1]
+
+
+def test_a_host_part_of_foreach_ops_runs_a_list_at_a_time():
+    """StackedScalars: each list of 0-d CPU tensors is one 1-d tensor and each foreach
+    op one call of its single-tensor op; results and written-back inputs are those of
+    the graph run op by op."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    values = (3.0, 7.0, 1.0)
+    gm = make_fx(_stackable)(*[torch.tensor(v) for v in values])
+    plan = _compile.StackedScalars.plan(gm)
+    assert plan is not None
+    by_op, stacked = [torch.tensor(v) for v in values], [torch.tensor(v) for v in values]
+    for _ in range(2):  # the second run reuses the plan's slots
+        expected, got = gm(*by_op), plan.run(stacked)
+        torch.testing.assert_close(list(got), list(expected))
+        assert all(g.dim() == 0 for g in got)
+        torch.testing.assert_close(stacked, by_op)  # the counts, written back
+
+
+def test_a_host_part_that_cannot_be_stacked_runs_op_by_op():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def mixed(a, b):  # one list of two dtypes: its elements do not stack
+        return tuple(torch.ops.aten._foreach_add.Scalar([a, b], 1))
+
+    def elementwise(a, b):  # an op of single scalars
+        return torch.ops.aten.pow.Scalar(0.9, a), b
+
+    assert _compile.StackedScalars.plan(make_fx(mixed)(torch.tensor(1.0), torch.tensor(1.0, dtype=torch.float64))) is None
+    assert _compile.StackedScalars.plan(make_fx(elementwise)(torch.tensor(1.0), torch.tensor(2.0))) is None
+
+
+def test_an_adamw_step_host_part_is_stacked(monkeypatch):
+    parts = []
+    split = _compile.HostPrelude.split
+
+    def record(gm):
+        host, rest = split(gm)
+        if host is not None:
+            parts.append(host)
+        return host, rest
+
+    monkeypatch.setattr(_compile.HostPrelude, "split", staticmethod(record))
+    torch.manual_seed(0)
+    model = workloads.mlp(d_in=16, d_out=4).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+
+    @torch.compile(backend="tpu")
+    def step(x):
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+
+    for _ in range(2):
+        step(torch.randn(8, 16).to("tpu"))
+    assert parts and all(p.stacked is not None for p in parts)
+    assert all(int(s["step"]) == 2 for s in opt.state.values())
+
+
 def test_static_graphs_keep_the_backward_ops_tpu_lowers_itself():
     aten = torch.ops.aten
     static = _compile._decompositions([torch.randn(2, 3)])
