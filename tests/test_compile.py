@@ -215,8 +215,36 @@ def test_a_host_part_that_cannot_be_stacked_runs_op_by_op():
     def elementwise(a, b):  # an op of single scalars
         return torch.ops.aten.pow.Scalar(0.9, a), b
 
-    assert _compile.StackedScalars.plan(make_fx(mixed)(torch.tensor(1.0), torch.tensor(1.0, dtype=torch.float64))) is None
-    assert _compile.StackedScalars.plan(make_fx(elementwise)(torch.tensor(1.0), torch.tensor(2.0))) is None
+    def reduction(a, b):  # a norm per element, not one over the stacked list
+        return tuple(torch.ops.aten._foreach_norm.Scalar([a, b], 2))
+
+    def promoted(a, b, c):  # a 0-d float64 promotes each 0-d element; it would not promote a 1-d list
+        return tuple(torch.ops.aten._foreach_add.Tensor([a, b], c))
+
+    one, two = torch.tensor(1.0), torch.tensor(2.0)
+    double = torch.tensor(3.0, dtype=torch.float64)
+    for fn, args in ((mixed, (one, double)), (elementwise, (one, two)), (reduction, (one, two)),
+                     (promoted, (one, two, double))):
+        gm = make_fx(fn)(*args)
+        assert _compile.StackedScalars.plan(gm) is None, fn.__name__
+
+
+def test_foreach_overloads_map_to_the_pointwise_op_with_the_same_arguments():
+    aten = torch.ops.aten
+
+    def target(op):
+        node = torch.fx.Graph().create_node("call_function", op)
+        return _compile._stacked_op(node)
+
+    assert target(aten._foreach_pow.ScalarAndTensor) is aten.pow.Scalar       # (Scalar, Tensor[])
+    assert target(aten._foreach_pow.Scalar) is aten.pow.Tensor_Scalar         # (Tensor[], Scalar)
+    assert target(aten._foreach_pow.List) is aten.pow.Tensor_Tensor
+    assert target(aten._foreach_add.Scalar) is aten.add.Scalar
+    assert target(aten._foreach_mul.List) is aten.mul.Tensor
+    assert target(aten._foreach_sqrt.default) is aten.sqrt.default
+    assert target(aten._foreach_norm.Scalar) is None                          # a reduction
+    assert target(aten._foreach_mul.ScalarList) is None                       # no single-tensor form
+    assert target(aten._foreach_add_.Scalar) is None                          # in place
 
 
 def test_an_adamw_step_host_part_is_stacked(monkeypatch):

@@ -403,12 +403,6 @@ class HostPrelude:
         return HostPrelude(torch.fx.GraphModule(gm, host_graph), host_inputs, kept_inputs), gm
 
 
-# A foreach op's overload -> the overload of its single-tensor op that takes the
-# same arguments with each list stacked into one tensor.
-_STACKED_OVERLOAD = {"default": "default", "Scalar": "Scalar", "List": "Tensor", "Tensor": "Tensor",
-                     "ScalarAndTensor": "Scalar"}
-
-
 class StackedScalars:
     """A host part run a list at a time. An optimizer's host part applies foreach
     ops to lists of 0-d CPU tensors (a step count per parameter): op by op, each
@@ -466,6 +460,8 @@ class StackedScalars:
                         return None
                 elif isinstance(a, torch.fx.Node) and not _cpu_scalar(a.meta.get("val")):
                     return None
+            if not _same_stacked_type(op, n.args, values):
+                return None
             lists[n] = len(values)
             steps.append((n, op, n.args))
         if outputs is None or not writes and not outputs or \
@@ -539,16 +535,44 @@ class StackedScalars:
 
 
 def _stacked_op(node):
-    """The single-tensor overload that computes a foreach op's stacked result."""
-    target = node.target
-    name = getattr(target, "_schema", None) and target._schema.name
-    if not name or not name.startswith("aten::_foreach_") or name.endswith("_") or node.kwargs:
+    """The pointwise single-tensor overload that takes a foreach op's arguments with
+    each list a tensor (`_foreach_pow.ScalarAndTensor(Scalar, Tensor[])` ->
+    `pow.Scalar(Scalar, Tensor)`), or None: a reduction (`_foreach_norm`) or an op
+    with keyword arguments stays a foreach op."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.name.startswith("aten::_foreach_") or node.kwargs or \
+            any(a.alias_info is not None for a in schema.arguments):
         return None
-    if any(arg.alias_info is not None for arg in target._schema.arguments):
-        return None
-    packet = getattr(torch.ops.aten, name[len("aten::_foreach_"):], None)
-    overload = _STACKED_OVERLOAD.get(target._overloadname)
-    return getattr(packet, overload, None) if packet is not None and overload is not None else None
+    wanted = [str(a.type).replace("List[Tensor]", "Tensor") for a in schema.arguments if not a.kwarg_only]
+    packet = getattr(torch.ops.aten, schema.name[len("aten::_foreach_"):], None)
+    for name in packet.overloads() if packet is not None else ():
+        op = getattr(packet, name)
+        positional = [a for a in op._schema.arguments if not a.kwarg_only]
+        if torch.Tag.pointwise in op.tags and len(op._schema.returns) == 1 and \
+                not any(a.alias_info is not None for a in op._schema.arguments) and \
+                [str(a.type) for a in positional[:len(wanted)]] == wanted and \
+                all(a.has_default_value() for a in op._schema.arguments[len(wanted):]):
+            return op
+    return None
+
+
+def _same_stacked_type(op, args, values):
+    """Whether `op` on the stacked lists gives the foreach op's dtype: a 0-d tensor
+    argument promotes a 0-d list element, not a 1-d list (float32 list, float64 0-d
+    tensor)."""
+    def meta(a):
+        if isinstance(a, (list, tuple)):
+            return torch.empty(len(a), dtype=a[0].meta["val"].dtype, device="meta")
+        if isinstance(a, torch.fx.Node):
+            return torch.empty((), dtype=a.meta["val"].dtype, device="meta")
+        return a
+
+    try:
+        result = op(*[meta(a) for a in args])
+    except Exception:  # noqa: BLE001 - any failure: leave the op to run as it is
+        return False
+    return isinstance(result, torch.Tensor) and result.dtype == values[0].dtype and \
+        tuple(result.shape) == (len(values),)
 
 
 def _cpu_scalar(value):
