@@ -68,6 +68,7 @@ def test_product_with_a_weight_updated_in_place_uses_the_new_weight(mode):
         w, g = weight.to("tpu"), grad_output.to("tpu")
         before = (g @ w).cpu()
         w.add_(update.to("tpu"), alpha=-0.5)
+        torch.tpu.synchronize()  # fused: the update is a program of its own, as an optimizer step is
         after = (g @ w).cpu()
     assert_close(before, grad_output @ weight, rtol=1e-5, atol=1e-4)
     assert_close(after, grad_output @ (weight - 0.5 * update), rtol=1e-5, atol=1e-4)
