@@ -8,6 +8,7 @@ import glob
 import importlib.util
 import mmap
 import os
+import re
 import warnings
 
 ENV = "TORCH_TPU_PLUGIN"
@@ -176,8 +177,8 @@ def xla_flags(path):
         flags.append(("xla_disable_hlo_passes", "tree_reduction_rewriter"))
     if path and is_cpu_plugin(path) and _binary_contains(path, b"disable-loop-idiom-hashrecognize\0"):
         flags.append(("xla_backend_extra_options", "-disable-loop-idiom-hashrecognize"))
-    if path and is_cpu_plugin(path) and "--xla_cpu_use_xnnpack=" not in os.environ.get("XLA_FLAGS", "") and \
-            _binary_contains(path, b"xla_cpu_use_xnnpack\0"):
+    if path and is_cpu_plugin(path) and not re.search(r"--(no)?xla_cpu_use_xnnpack\b", os.environ.get("XLA_FLAGS", "")) \
+            and _binary_contains(path, b"xla_cpu_use_xnnpack\0"):
         flags.append(("xla_cpu_use_xnnpack", "false"))
     return flags
 
