@@ -411,25 +411,39 @@ class StackedScalars:
     parameters). Here each list is one 1-d tensor, each foreach op one call of its
     single-tensor op on it (`_foreach_pow.ScalarAndTensor` -> `pow.Scalar`), and the
     counts are written back by one `_foreach_copy_`. Elements are computed by the
-    same kernels, vectorised (a transcendental one may differ in the last bit)."""
+    same kernels, vectorised (a transcendental one may differ in the last bit).
 
-    def __init__(self, steps, outputs, writes, placeholders):
-        self.steps = steps              # (node, op, args) with list arguments as nodes
-        self.outputs = outputs          # output nodes
-        self.writes = writes            # (destination placeholder, source node)
-        self.placeholders = placeholders
-        self._program = None            # the above by slots, made at the first run
+    Values live in slots: the inputs, then each step's stacked result. An element
+    is (slot, index), or (slot, None) for an input's 0-d tensor."""
+
+    def __init__(self, steps, outputs, writes):
+        self.steps = steps      # (op, [(kind, ref)]): kind "list" (a slot), "stack" (elements), "element", "constant"
+        self.outputs = outputs  # elements
+        self.writes = writes    # (input slot, element)
 
     @staticmethod
     def plan(gm):
         """The plan for `gm`, or None when some node is not a foreach op on 0-d CPU
         tensors of one dtype per list, an element of its result, or a write-back."""
-        steps, writes, lists, elements = [], [], {}, {}
         nodes = list(gm.graph.nodes)
         placeholders = [n for n in nodes if n.op == "placeholder"]
         if not all(_cpu_scalar(n.meta.get("val")) for n in placeholders):
             return None
-        outputs = None
+        slot = {n: k for k, n in enumerate(placeholders)}
+        lengths = {}  # foreach node -> its list's length
+
+        def element(node):
+            return (slot[node], None) if node in placeholders else (slot[node.args[0]], node.args[1])
+
+        def ref(a):
+            if isinstance(a, (list, tuple)):
+                source = a[0].args[0] if a[0] not in placeholders else None
+                whole = source is not None and len(a) == lengths[source] and \
+                    all(e.args == (source, k) for k, e in enumerate(a))
+                return ("list", slot[source]) if whole else ("stack", [element(e) for e in a])
+            return ("element", element(a)) if isinstance(a, torch.fx.Node) else ("constant", a)
+
+        steps, writes, elements, outputs = [], [], set(), None
         for n in nodes:
             if n.op == "placeholder":
                 continue
@@ -438,13 +452,13 @@ class StackedScalars:
                 continue
             if n.op != "call_function":
                 return None
-            if n.target is operator.getitem and n.args[0] in lists:
-                elements[n] = n.args[0]
+            if n.target is operator.getitem and n.args[0] in lengths:
+                elements.add(n)
                 continue
             if n.target is torch.ops.aten.copy_.default and n.args[0] in placeholders and not n.users and \
                     len(n.args) == 2 and not n.kwargs and n.args[1] in elements and \
                     n.args[0].meta["val"].dtype == n.args[1].meta["val"].dtype:
-                writes.append((n.args[0], n.args[1]))
+                writes.append((slot[n.args[0]], element(n.args[1])))
                 continue
             op = _stacked_op(n)
             if op is None:
@@ -462,8 +476,9 @@ class StackedScalars:
                     return None
             if not _same_stacked_type(op, n.args, values):
                 return None
-            lists[n] = len(values)
-            steps.append((n, op, n.args))
+            steps.append((op, [ref(a) for a in n.args]))
+            lengths[n] = len(values)
+            slot[n] = len(placeholders) + len(steps) - 1
         if outputs is None or not writes and not outputs or \
                 not all(o in elements or o in placeholders for o in outputs):
             return None
@@ -474,13 +489,10 @@ class StackedScalars:
             if n.target is torch.ops.aten.copy_.default and n.op == "call_function":
                 if any(position[u] > position[n] for u in n.args[0].users if u is not n):
                     return None
-        return StackedScalars(steps, outputs, writes, placeholders)
+        return StackedScalars(steps, [element(o) for o in outputs], writes)
 
     def run(self, args):
-        if self._program is None:
-            self._program = self._compile()
-        steps, outputs, writes = self._program
-        values = list(args)  # slot -> a 0-d tensor, a stacked 1-d tensor or its elements
+        values = list(args)  # slot -> a 0-d tensor, a stacked 1-d tensor, or (stacked, its elements)
 
         def element(ref):
             slot, k = ref
@@ -494,44 +506,17 @@ class StackedScalars:
             v = values[slot]
             return v[0] if isinstance(v, tuple) else v
 
-        for op, arg_refs in steps:
+        for op, arg_refs in self.steps:
             resolved = []
             for kind, ref in arg_refs:
                 resolved.append(stacked(ref) if kind == "list" else
                                 torch.stack([element(e) for e in ref]) if kind == "stack" else
                                 element(ref) if kind == "element" else ref)
             values.append(op(*resolved))
-        results = [element(ref) for ref in outputs]
-        if writes:
-            torch._foreach_copy_([values[d] for d, _ in writes], [element(ref) for _, ref in writes])
+        results = [element(ref) for ref in self.outputs]
+        if self.writes:
+            torch._foreach_copy_([values[d] for d, _ in self.writes], [element(ref) for _, ref in self.writes])
         return results
-
-    def _compile(self):
-        """Slots: the placeholders, then each step's stacked result. An element is
-        (slot, index), or (slot, None) for a placeholder's 0-d tensor."""
-        slot = {n: k for k, n in enumerate(self.placeholders)}
-        for k, (node, _, _) in enumerate(self.steps):
-            slot[node] = len(self.placeholders) + k
-
-        def element(node):
-            return (slot[node], None) if node in self.placeholders else (slot[node.args[0]], node.args[1])
-
-        steps = []
-        for node, op, op_args in self.steps:
-            refs = []
-            for a in op_args:
-                if isinstance(a, (list, tuple)):
-                    source = a[0].args[0] if a[0] not in self.placeholders else None
-                    whole = source is not None and len(a) == len(source.meta["val"]) and \
-                        all(e.args == (source, k) for k, e in enumerate(a))
-                    refs.append(("list", slot[source]) if whole else ("stack", [element(e) for e in a]))
-                elif isinstance(a, torch.fx.Node):
-                    refs.append(("element", element(a)))
-                else:
-                    refs.append(("constant", a))
-            steps.append((op, refs))
-        return (steps, [element(o) for o in self.outputs],
-                [(slot[d], element(src)) for d, src in self.writes])
 
 
 def _stacked_op(node):
