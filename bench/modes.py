@@ -1,9 +1,10 @@
 """Training-step benchmark across execution modes: native CPU eager, tpu strict,
-tpu fused (DeferAndFuse) and, when asked for, torch.compile(backend="tpu") and
-native CUDA eager.
+tpu fused (DeferAndFuse), torch.compile(backend="tpu"), the XLA reference (the
+whole step in JAX, jitted as one program: bench/jax_reference.py) and, when asked
+for, native CUDA eager.
 
     python bench/modes.py [--workloads mlp gpt-tiny gpt-small]
-                          [--modes cpu strict fused [compiled] [cuda]]
+                          [--modes cpu strict fused compiled jax [cuda]]
                           [--steps N] [--rounds R] [--interleave]
                           [--plugin cpu|cuda|tpu|/path/plugin.so]
                           [--out bench/results/modes.json] [--chart bench/results/modes.png]
@@ -49,8 +50,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ("mlp", "gpt-tiny", "gpt-small")
 TPU_MODES = ("strict", "fused", "compiled")
-ALL_MODES = ("cpu", "strict", "fused", "compiled", "cuda")
-DEFAULT_MODES = ("cpu", "strict", "fused", "compiled")
+ALL_MODES = ("cpu", "strict", "fused", "compiled", "jax", "cuda")
+DEFAULT_MODES = ("cpu", "strict", "fused", "compiled", "jax")
 # Timed steps per workload when --steps is not given: gpt-small takes ~0.5-3 s a
 # step on this 2-core machine, so it gets fewer to keep a default run near 4 minutes.
 DEFAULT_STEPS = {"mlp": 100, "gpt-tiny": 50, "gpt-small": 20}
@@ -179,6 +180,34 @@ def _finisher(record, path):
     return finish
 
 
+def _tpu_block(torch_tpu, mode, train_step, batches):
+    """run(n): n steps of a tpu mode in that mode, closed by a synchronize."""
+    import torch
+
+    def run(n):
+        torch_tpu.set_eager_mode("strict" if mode == "compiled" else mode)
+        torch.tpu.synchronize()
+        for i in range(n):
+            x, y = batches[i % len(batches)]
+            train_step(x.to("tpu"), y.to("tpu")).item()
+        torch.tpu.synchronize()
+    return run
+
+
+def _xla_reference_block(workload):
+    """run(n): n steps of the XLA reference (see jax_reference)."""
+    sys.path.insert(0, HERE)
+    import jax_reference
+
+    model, _, _, batches, info = _make_workload(workload, "cpu")
+    step = jax_reference.make_runner(workload, model, batches, info)
+
+    def run(n):
+        for _ in range(n):
+            step()
+    return run
+
+
 def _interleaved_child(args):
     """Runs the tpu modes of args.mode (comma-separated) in one process, block by
     block in turn, and writes their per-block step times and block-wise ratios."""
@@ -194,19 +223,17 @@ def _interleaved_child(args):
 
         steps = {}
         for mode in modes:
+            if mode == "jax":
+                steps[mode] = _xla_reference_block(args.workload)
+                continue
             torch_tpu.set_eager_mode("strict" if mode == "compiled" else mode)
             model, opt, forward, batches, _ = _make_workload(args.workload, "tpu")
-            steps[mode] = (_train_step(opt, forward, compiled=mode == "compiled"), batches)
+            steps[mode] = _tpu_block(torch_tpu, mode, _train_step(opt, forward, compiled=mode == "compiled"),
+                                     batches)
 
         def block(mode, n):
-            torch_tpu.set_eager_mode("strict" if mode == "compiled" else mode)
-            train_step, batches = steps[mode]
-            torch.tpu.synchronize()
             start = time.perf_counter()
-            for i in range(n):
-                x, y = batches[i % len(batches)]
-                train_step(x.to("tpu"), y.to("tpu")).item()
-            torch.tpu.synchronize()
+            steps[mode](n)
             return (time.perf_counter() - start) / n
 
         for mode in modes:  # compile and warm every mode before timing any
@@ -218,7 +245,8 @@ def _interleaved_child(args):
         record["step_s"] = times
         record["step_median_s"] = {m: statistics.median(v) for m, v in times.items()}
         ratios = {}
-        for faster, slower in (("fused", "strict"), ("compiled", "strict"), ("compiled", "fused")):
+        for faster, slower in (("fused", "strict"), ("compiled", "strict"), ("compiled", "fused"),
+                               ("strict", "jax"), ("fused", "jax"), ("compiled", "jax")):
             if faster in times and slower in times:
                 per_block = [s / f for s, f in zip(times[slower], times[faster])]
                 ratios["%s_over_%s_throughput" % (faster, slower)] = {
@@ -251,6 +279,10 @@ def _child(args):
     record["torch_threads"] = torch.get_num_threads()
 
     mode = args.mode
+    if mode == "jax":
+        sys.path.insert(0, HERE)
+        import jax_reference
+        return jax_reference.run_child(args, record, finish, _make_workload, WARMUP_STEPS)
     if mode == "cpu":
         device = "cpu"
     elif mode == "cuda":
@@ -378,6 +410,9 @@ def _run_child(workload, mode, phase, steps, cache_dir, plugin, threads, rounds=
         # Native eager runs as without torch_tpu: once loaded, the PrivateUse1 backend is
         # torch's accelerator, and torch 2.11's autograd then fails on CUDA tensors.
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    if "jax" in mode.split(",") and "JAX_PLATFORMS" not in env:
+        # XLA on the device the tpu modes use: jaxlib's own CPU client, or CUDA on the GPU box.
+        env["JAX_PLATFORMS"] = "cuda" if plugin == "cuda" else "tpu" if plugin == "tpu" else "cpu"
     if plugin:
         env["TORCH_TPU_PLUGIN"] = plugin
     fd, out = tempfile.mkstemp(prefix="modes-", suffix=".json")
@@ -469,7 +504,7 @@ def _add_ratios(results):
     for workload, modes in results.items():
         r = {}
         ok = {m: v for m, v in modes.items() if v.get("status") == "ok"}
-        strict, fused, cpu = ok.get("strict"), ok.get("fused"), ok.get("cpu")
+        strict, fused, cpu, jax = ok.get("strict"), ok.get("fused"), ok.get("cpu"), ok.get("jax")
         # throughput ratio = inverse ratio of step times; > 1 means fused is faster
         r["fused_over_strict_throughput"] = _ratio(strict and strict.get("step_median_s"),
                                                    fused and fused.get("step_median_s"))
@@ -481,6 +516,8 @@ def _add_ratios(results):
             if v.get("first_step_cold_s") is not None:
                 r["%s_warm_over_cold_first_step" % mode] = _ratio(v.get("first_step_warm_s"),
                                                                   v["first_step_cold_s"])
+            if jax and mode in TPU_MODES:
+                r["%s_over_jax_throughput" % mode] = _ratio(jax.get("step_median_s"), v.get("step_median_s"))
             if cpu and mode != "cpu" and v.get("final_loss") is not None:
                 ref = cpu["final_loss"]
                 r["%s_final_loss_rel_diff_vs_cpu" % mode] = abs(v["final_loss"] - ref) / max(abs(ref), 1e-12)
@@ -575,7 +612,8 @@ def _chart(report, path):
     results = report["results"]
     workloads = list(results)
     modes = report["modes"]
-    colours = {"cpu": "#888888", "strict": "#1f77b4", "fused": "#2ca02c", "compiled": "#d62728", "cuda": "#9467bd"}
+    colours = {"cpu": "#888888", "strict": "#1f77b4", "fused": "#2ca02c", "compiled": "#d62728", "jax": "#ff7f0e",
+               "cuda": "#9467bd"}
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(12, 4.8))
     width = 0.8 / max(len(modes), 1)
     labelled = set()
@@ -702,7 +740,7 @@ def main(argv=None):
         if args.rounds > 1:
             for mode in ok:
                 _combine_rounds(report["results"][workload][mode], medians[mode])
-        together = [m for m in ok if m in TPU_MODES]
+        together = [m for m in ok if m in TPU_MODES or m == "jax"]
         if args.interleave and len(together) > 1:
             print("[%6.0fs] %s / %s interleaved, %d blocks of %d steps each" % (
                 time.perf_counter() - started, workload, "+".join(together), 2 * args.rounds,

@@ -5,6 +5,7 @@ import sys
 import tempfile
 
 import pytest
+import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import distributed  # noqa: E402
@@ -74,6 +75,14 @@ def test_interleaved_modes_share_one_process_and_ratios_are_per_block():
     assert "compiled_over_fused_throughput" not in record["ratios"]
 
 
+def test_the_xla_reference_is_interleaved_with_the_tpu_modes():
+    with tempfile.TemporaryDirectory() as cache_dir:
+        record = modes._run_child("mlp", "fused,jax", "interleaved", 2, cache_dir, None, None)
+    assert record["status"] == "ok", record.get("error")
+    assert all(len(v) == 2 and all(t > 0 for t in v) for v in record["step_s"].values())
+    assert sorted(record["ratios"]) == ["fused_over_jax_throughput"]
+
+
 def test_an_interleaved_run_that_fails_is_recorded_with_its_message():
     with tempfile.TemporaryDirectory() as cache_dir:
         record = modes._run_child("mlp", "strict,no_such_mode", "interleaved", 2, cache_dir, None, None)
@@ -103,3 +112,23 @@ def test_a_step_is_also_timed_phase_by_phase(mode):
     # fused: recording the forward launches nothing; its program runs in the synchronize
     assert phases["forward"]["sync_ms"] > 0
     assert "mlp / fused: batch" in modes._phase_lines({"mlp": {"fused": record}})
+
+
+def test_the_xla_reference_trains_like_cpu():
+    # The reference is the same training step as the torch modes: same weights, batches, AdamW.
+    with tempfile.TemporaryDirectory() as cache_dir:
+        ref = modes._run_child("gpt-tiny", "jax", "full", 2, cache_dir, None, None)
+        cpu = modes._run_child("gpt-tiny", "cpu", "full", 2, cache_dir, None, None)
+    assert ref["status"] == "ok", ref.get("error")
+    assert ref["torch_tpu_loaded"] is False and ref["jax"]["platform"] == "cpu"
+    assert len(ref["losses"]) == 1 + modes.WARMUP_STEPS + 2 and ref["step_median_s"] > 0
+    torch.testing.assert_close(torch.tensor(ref["losses"]), torch.tensor(cpu["losses"]), rtol=1e-5, atol=0)
+
+
+def test_tpu_modes_are_read_against_the_xla_reference():
+    results = {"gpt-tiny": {"jax": {"status": "ok", "step_median_s": 0.005},
+                            "fused": {"status": "ok", "step_median_s": 0.010},
+                            "cpu": {"status": "ok", "step_median_s": 0.006}}}
+    ratios = modes._add_ratios(results)["gpt-tiny"]
+    assert ratios["fused_over_jax_throughput"] == 0.5
+    assert "cpu_over_jax_throughput" not in ratios and ratios["jax_over_cpu_throughput"] == 1.2
