@@ -642,7 +642,7 @@ def _chart(report, path):
         if handles:
             panel.legend(handles, labels, fontsize=8)
     ax_t.set_title("training step, median (loss.item() every step)")
-    ax_m.set_title("peak device memory during steady steps (cpu: not measured)")
+    ax_m.set_title("peak device memory during steady steps (cpu, jax: not measured)")
     fig.suptitle("torch_tpu modes — plugin %s, %s, torch %s" % (
         report.get("plugin") or "?", report["date"][:10], report["machine"]["torch"]), fontsize=10)
     fig.tight_layout()
