@@ -402,3 +402,35 @@ def test_module_to_tpu_keeps_parameters_and_tied_weights():
     model.cpu()  # and back
     assert model[1].weight is model[0].weight is params[0] and params[0].device.type == "cpu"
     assert_close(params[0].grad, reference[0].weight.grad)
+
+
+def test_pinned_host_memory_is_recognised_and_released():
+    before = torch_tpu.metrics()
+    source = torch.randn(1000)
+    pinned = source.pin_memory()
+    assert pinned.device.type == "cpu" and pinned.is_pinned() and pinned[10:].is_pinned()
+    assert not source.is_pinned()
+    assert_close(pinned, source, rtol=0, atol=0)
+    empty = torch.empty(3, 5, pin_memory=True)
+    assert empty.is_pinned()
+    # a pinned source copies to the device like any other, blocking or not
+    assert_close(pinned.to("tpu", non_blocking=True).cpu(), source, rtol=0, atol=0)
+    after = torch_tpu.metrics()
+    assert after["pinned_host_allocations"] - before["pinned_host_allocations"] == 2
+    live = after["pinned_host_bytes"] - before["pinned_host_bytes"]
+    assert live >= 1000 * 4 + 15 * 4 and live % 4096 == 0  # whole pages
+    if torch_tpu.plugin_info()["platform"] == "cpu":  # XLA:CPU has no DMA mapping to ask for
+        assert after["pinned_host_dma_mapped_bytes"] == 0
+    else:
+        assert 0 <= after["pinned_host_dma_mapped_bytes"] <= after["pinned_host_bytes"]
+    del pinned, empty
+    assert torch_tpu.metrics()["pinned_host_bytes"] == before["pinned_host_bytes"]
+
+
+def test_a_data_loader_pins_its_batches_for_the_tpu():
+    dataset = torch.utils.data.TensorDataset(torch.randn(12, 3), torch.arange(12))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, pin_memory=True)
+    for i, (x, y) in enumerate(loader):
+        assert x.is_pinned() and y.is_pinned()
+        assert_close(x.to("tpu", non_blocking=True).cpu(), dataset.tensors[0][4 * i:4 * i + 4], rtol=0, atol=0)
+        assert_close(y.to("tpu", non_blocking=True).cpu(), dataset.tensors[1][4 * i:4 * i + 4], rtol=0, atol=0)

@@ -10,14 +10,16 @@ def metrics():
     graphs (fused_graphs, fused_graph_ops: ops appended in all, fused_graph_ops_max,
     fused_cuts: why graphs were cut, per reason), tpu_dist collectives and the
     bytes they staged through host memory (collectives, collective_host_bytes),
-    and device memory (bytes of live device buffers: memory_allocated,
-    max_memory_allocated)."""
+    device memory (bytes of live device buffers: memory_allocated,
+    max_memory_allocated) and pinned host memory (pin_memory(): live bytes in
+    pinned_host_bytes, of which pinned_host_dma_mapped_bytes are registered with
+    the plugin for DMA, and pinned_host_allocations)."""
     out = {
         "compiles": 0, "compile_seconds": 0.0, "cache_hits": 0, "executions": 0, "execute_seconds": 0.0,
         "host_to_device_transfers": 0, "host_to_device_bytes": 0, "device_to_host_transfers": 0,
         "device_to_host_bytes": 0, "fallbacks": 0, "disk_cache_hits": 0, "disk_load_seconds": 0.0,
         "donated_buffers": 0, "fused_graphs": 0, "fused_graph_ops": 0, "fused_graph_ops_max": 0,
-        "collectives": 0, "collective_host_bytes": 0,
+        "collectives": 0, "collective_host_bytes": 0, "pinned_host_allocations": 0,
     }
     counters = _C._metrics()
     out["fused_cuts"] = {key[len("fused_cut_"):]: int(counters.pop(key))
@@ -27,6 +29,7 @@ def metrics():
         if isinstance(value, float) and not key.endswith("_seconds"):
             out[key] = int(value)  # counters travel as doubles
     out["compiled_programs"] = _C._compiled_program_count() if _C._is_initialized() else 0
+    out["pinned_host_bytes"], out["pinned_host_dma_mapped_bytes"] = _C._pinned_host_memory()
     if _C._is_initialized():
         out["memory_allocated"] = _C._memory_allocated(_C._current_device())
         out["max_memory_allocated"] = _C._max_memory_allocated(_C._current_device())
@@ -40,10 +43,10 @@ def reset_metrics():
 def metrics_report():
     m = metrics()
     lines = ["torch_tpu metrics"]
-    for key, value in m.items():
-        if key in ("fallback_ops", "fused_cuts"):
-            continue
-        lines.append("  %-26s %s" % (key, "%.4f" % value if isinstance(value, float) else value))
+    scalars = {k: v for k, v in m.items() if k not in ("fallback_ops", "fused_cuts")}
+    width = max(map(len, scalars))
+    for key, value in scalars.items():
+        lines.append("  %-*s %s" % (width, key, "%.4f" % value if isinstance(value, float) else value))
     cuts = m.get("fused_cuts", {})
     lines.append("  fused graph cuts: %s" % (", ".join("%s x%d" % kv for kv in sorted(cuts.items())) or "none"))
     ops = m.get("fallback_ops", {})

@@ -360,6 +360,38 @@ std::optional<MemoryStats> Client::memory_stats(PJRT_Device* device) const {
   return stats;
 }
 
+bool Client::dma_map(void* data, size_t size) const {
+  const PJRT_Api* api = plugin_->api();
+  if (dma_map_unimplemented_.load(std::memory_order_relaxed) ||
+      api->struct_size <= offsetof(PJRT_Api, PJRT_Client_DmaUnmap) || api->PJRT_Client_DmaMap == nullptr ||
+      api->PJRT_Client_DmaUnmap == nullptr)
+    return false;
+  PJRT_Client_DmaMap_Args args{};
+  args.struct_size = PJRT_Client_DmaMap_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.data = data;
+  args.size = size;
+  try {
+    check(api, api->PJRT_Client_DmaMap(&args), "PJRT_Client_DmaMap");
+  } catch (const Error& e) {
+    if (e.code() == PJRT_Error_Code_UNIMPLEMENTED) dma_map_unimplemented_ = true;
+    return false;
+  }
+  return true;
+}
+
+void Client::dma_unmap(void* data) const {
+  const PJRT_Api* api = plugin_->api();
+  PJRT_Client_DmaUnmap_Args args{};
+  args.struct_size = PJRT_Client_DmaUnmap_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.data = data;
+  try {
+    check(api, api->PJRT_Client_DmaUnmap(&args), "PJRT_Client_DmaUnmap");
+  } catch (const Error&) {  // called from a deleter: the memory is freed either way
+  }
+}
+
 Client::~Client() { destroy(); }
 
 void Client::destroy() {

@@ -4,6 +4,7 @@
 // turned into a pjrt::Error exception carrying the plugin's message.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -148,6 +149,11 @@ class Client {
 
   std::unique_ptr<Executable> compile(const std::string& mlir_module) const;
   std::unique_ptr<Executable> deserialize(const std::string& bytes) const;
+  // Registers host memory for the device's DMA (PJRT_Client_DmaMap). False
+  // where the plugin does not implement it (XLA:CPU, which copies from any
+  // host memory) or refuses this range; the memory is usable either way.
+  bool dma_map(void* data, size_t size) const;
+  void dma_unmap(void* data) const;
   // Copies `data` during the call; the buffer is usable (asynchronously) at once.
   std::unique_ptr<Buffer> buffer_from_host(
       const void* data, ElementType type, const std::vector<int64_t>& dims,
@@ -162,6 +168,7 @@ class Client {
   std::string platform_name_;
   std::string platform_version_;
   std::vector<DeviceInfo> devices_;
+  mutable std::atomic<bool> dma_map_unimplemented_{false};  // asked once, then not again
 };
 
 }  // namespace tpu::pjrt

@@ -1,13 +1,13 @@
 // c10 glue: the DeviceGuard implementation and the PrivateUse1 hooks through
 // which torch.accelerator, generators and storages reach the tpu device.
 #include <ATen/detail/PrivateUse1HooksInterface.h>
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "aten/memory.h"
 #include "engine/runtime.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
+#include "runtime/pinned_memory.h"
 
 namespace tpu::runtime {
 namespace {
@@ -72,9 +72,8 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     TORCH_CHECK(address >= kAddressBase, "torch_tpu: ", data, " is not a tpu address");
     return at::Device(kType, static_cast<c10::DeviceIndex>((address - kAddressBase) >> 40));
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  // PJRT copies from ordinary host memory; there is no separate pinned pool.
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_host_pointer(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_host_allocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t nbytes) const override {
     aten::resize_storage_bytes(storage, nbytes);
   }

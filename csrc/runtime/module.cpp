@@ -14,6 +14,7 @@
 #include "lowering/types.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
+#include "runtime/pinned_memory.h"
 
 namespace tpu::runtime {
 namespace {
@@ -272,6 +273,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_peak_memory_stats", &aten::reset_peak_memory);
   m.def("_metrics", &runtime::metrics);
   m.def("_reset_metrics", [] { engine::metrics().reset(); });
+  m.def("_pinned_host_memory", [] {
+    auto total = runtime::pinned_host_memory();
+    return py::make_tuple(total.bytes, total.dma_mapped_bytes);
+  });
   m.def("_compiled_program_count", [] { return runtime::runtime_or_throw().cache_size(); });
   m.def("_unsupported_dtype_reason", [](const std::string& platform, py::object dtype) {
     return lowering::unsupported_dtype_reason(platform,

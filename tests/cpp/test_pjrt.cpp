@@ -633,6 +633,19 @@ void client_info() {
       std::printf("  (the plugin reports no memory statistics)\n");
     }
   }
+  // DMA registration of host memory is optional too: where the plugin maps it,
+  // it unmaps; where it does not (XLA:CPU), the answer is false, asked twice
+  // (the second time without calling the plugin), with no error object leaked.
+  {
+    std::vector<char> host(1 << 16);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      bool mapped = c.dma_map(host.data(), host.size());
+      if (mapped) c.dma_unmap(host.data());
+      if (c.platform_name() == "cpu") CHECK(!mapped);
+      if (attempt == 0) std::printf("  (DMA mapping of host memory: %s)\n", mapped ? "yes" : "not offered");
+    }
+  }
+
   // A second client on the same plugin is independent and destroys cleanly.
   // (LeakSanitizer cannot see a client that is never destroyed: its worker
   // threads keep it reachable. Its threads going away shows that it was.)
