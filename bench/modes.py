@@ -194,13 +194,18 @@ def _tpu_block(torch_tpu, mode, train_step, batches):
     return run
 
 
+def _jax_reference():
+    """bench/jax_reference.py, imported on demand: only the jax mode needs jax."""
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    import jax_reference
+    return jax_reference
+
+
 def _xla_reference_block(workload):
     """run(n): n steps of the XLA reference (see jax_reference)."""
-    sys.path.insert(0, HERE)
-    import jax_reference
-
     model, _, _, batches, info = _make_workload(workload, "cpu")
-    step = jax_reference.make_runner(workload, model, batches, info)
+    step = _jax_reference().make_runner(workload, model, batches, info)
 
     def run(n):
         for _ in range(n):
@@ -209,8 +214,9 @@ def _xla_reference_block(workload):
 
 
 def _interleaved_child(args):
-    """Runs the tpu modes of args.mode (comma-separated) in one process, block by
-    block in turn, and writes their per-block step times and block-wise ratios."""
+    """Runs the tpu modes (and the jax reference) of args.mode (comma-separated) in
+    one process, block by block in turn, and writes their per-block step times and
+    block-wise ratios."""
     modes = args.mode.split(",")
     record = {"workload": args.workload, "mode": args.mode, "phase": "interleaved",
               "block_steps": args.steps, "blocks_per_mode": 2 * args.rounds}
@@ -280,9 +286,7 @@ def _child(args):
 
     mode = args.mode
     if mode == "jax":
-        sys.path.insert(0, HERE)
-        import jax_reference
-        return jax_reference.run_child(args, record, finish, _make_workload, WARMUP_STEPS)
+        return _jax_reference().run_child(args, record, finish, _make_workload, WARMUP_STEPS)
     if mode == "cpu":
         device = "cpu"
     elif mode == "cuda":
@@ -410,9 +414,12 @@ def _run_child(workload, mode, phase, steps, cache_dir, plugin, threads, rounds=
         # Native eager runs as without torch_tpu: once loaded, the PrivateUse1 backend is
         # torch's accelerator, and torch 2.11's autograd then fails on CUDA tensors.
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    if "jax" in mode.split(",") and "JAX_PLATFORMS" not in env:
-        # XLA on the device the tpu modes use: jaxlib's own CPU client, or CUDA on the GPU box.
-        env["JAX_PLATFORMS"] = "cuda" if plugin == "cuda" else "tpu" if plugin == "tpu" else "cpu"
+    if "jax" in mode.split(","):
+        # XLA on the device the tpu modes use: jaxlib's own CPU client, or CUDA on the GPU box,
+        # where it must not take most of the GPU's memory ahead (the interleaved process
+        # shares the device with torch_tpu's client).
+        env.setdefault("JAX_PLATFORMS", "cuda" if plugin == "cuda" else "tpu" if plugin == "tpu" else "cpu")
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if plugin:
         env["TORCH_TPU_PLUGIN"] = plugin
     fd, out = tempfile.mkstemp(prefix="modes-", suffix=".json")

@@ -427,6 +427,12 @@ def test_pinned_host_memory_is_recognised_and_released():
     assert torch_tpu.metrics()["pinned_host_bytes"] == before["pinned_host_bytes"]
 
 
+def test_pinned_memory_the_host_cannot_give_is_an_out_of_memory_error():
+    with pytest.raises(torch.OutOfMemoryError, match="could not allocate 1125899906842624 bytes of pinned host"):
+        torch.empty(2**50, dtype=torch.uint8, pin_memory=True)
+    assert torch.ones(3).pin_memory().is_pinned()  # and the next allocation works
+
+
 def test_a_data_loader_pins_its_batches_for_the_tpu():
     dataset = torch.utils.data.TensorDataset(torch.randn(12, 3), torch.arange(12))
     loader = torch.utils.data.DataLoader(dataset, batch_size=4, pin_memory=True)

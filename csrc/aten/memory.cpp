@@ -168,8 +168,9 @@ at::Tensor to_cpu_logical(const at::Tensor& src) {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   bool src_tpu = self.is_privateuseone(), dst_tpu = dst.is_privateuseone();
-  if (self.is_complex() && !dst.is_complex())
+  if (self.is_complex() && !dst.is_complex()) {
     TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
+  }
   if (src_tpu && dst_tpu && self.device() == dst.device() && (is_chalf(self) || is_chalf(dst))) {
     at::Tensor values = self;
     if (is_chalf(self)) {  // widened from its raw pairs, its lazy conjugation kept

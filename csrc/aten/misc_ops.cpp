@@ -47,7 +47,6 @@ at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   Program p("logspace.out", out.device().index());
   ir::Graph& g = p.graph();
   lowering::Formula f{g};
-  ir::DType result = lowering::to_ir(dtype);
   ir::DType compute = platform_has_f64() ? ir::DType::F64 : ir::DType::F32;
   bool integral = c10::isIntegralType(dtype, /*includeBool=*/true);
   double b = integral ? static_cast<double>(static_cast<float>(base)) : base;
