@@ -197,6 +197,27 @@ def test_histc():
     check(lambda t: torch.histc(t, bins=4), torch.empty(0))
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+def test_histc_of_integers_counts_in_their_dtype_as_cuda_does(dtype):
+    # CPU's histc takes floating inputs only; CUDA's also integers, counting in their
+    # dtype. The expected counts come from the same values as floats on CPU.
+    g = torch.Generator().manual_seed(0)
+    experts = torch.randint(0, 8, (64, 2), generator=g).to(dtype)  # a MoE layer's top-2 choices
+    cases = [(experts, dict(bins=8, min=0, max=7)),  # tokens per expert
+             (experts, dict(bins=3, min=1, max=6)),  # values outside the range are not counted
+             (experts, dict(bins=5)),  # min == max: the data's own range
+             (torch.full((4,), 3, dtype=dtype), dict(bins=3))]  # one value: widened by 1 each way
+    for values, kwargs in cases:
+        got = torch.histc(values.to("tpu"), **kwargs)
+        assert got.dtype == dtype
+        assert_close(got.cpu(), torch.histc(values.float(), **kwargs).to(dtype), rtol=0, atol=0)
+
+
+def test_histc_names_the_dtypes_it_cannot_count():
+    with pytest.raises(RuntimeError, match="torch.histc: input of dtype Bool is not supported"):
+        torch.histc(torch.ones(3, dtype=torch.bool, device="tpu"), bins=2)
+
+
 # ------------------------------------------------------------ small reductions
 
 @pytest.mark.parametrize("dtype", DTYPES + [torch.bool], ids=str)

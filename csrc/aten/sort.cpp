@@ -490,10 +490,14 @@ at::Tensor bucketize_s(const c10::Scalar& self, const at::Tensor& boundaries, bo
 // ATen's histc: `bins` equal-width bins over [min, max] (the data's range
 // when min == max, widened by 1 each way when still equal); elements
 // outside the range and NaNs are ignored, max itself lands in the last bin.
+// Integer inputs count in their own dtype with integer arithmetic, as CUDA's
+// histc does (CPU's takes floating inputs only); Hugging Face's mixture-of-
+// experts layers count tokens per expert that way off the CPU.
 at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max,
                     at::Tensor* out) {
-  TORCH_CHECK(c10::isFloatingType(self.scalar_type()), "torch.histc: input tensor and hist tensor should have the "
-              "same dtype, but got input ", self.scalar_type(), " and hist ", self.scalar_type());
+  const bool integral = c10::isIntegralType(self.scalar_type(), /*includeBool=*/false);
+  TORCH_CHECK(c10::isFloatingType(self.scalar_type()) || integral, "torch.histc: input of dtype ",
+              self.scalar_type(), " is not supported (floating and integer inputs are)");
   TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins, " for dimension 0");
   double lo = min.toDouble(), hi = max.toDouble();
   TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histc: range of [", lo, ", ", hi, "] is not finite");
@@ -503,7 +507,7 @@ at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min
   Program p("histc", self.device().index());
   ir::Graph& g = p.graph();
   ir::DType dtype = lowering::to_ir(self.scalar_type());
-  ir::DType acc = lowering::accumulate_dtype(dtype);
+  ir::DType acc = integral ? ir::DType::S64 : lowering::accumulate_dtype(dtype);
   if (self.numel() == 0) {
     p.write(output, ir::full(g, dtype, 0, {bins}));
     p.run();
@@ -511,14 +515,23 @@ at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min
   }
   int64_t n = self.numel();
   ir::Value x = ir::convert(g, ir::reshape(g, p.read(self), {n}), acc);
+  // CUDA converts the bounds to the input's type.
+  if (integral) lo = std::trunc(lo), hi = std::trunc(hi);
   ir::Value left = p.scalar(lo, acc), right = p.scalar(hi, acc);
   if (lo == hi) {
     // The data's finite range (NaNs ignored, as ATen's aminmax of the input).
-    ir::Value nan = lowering::is_nan(g, x);
-    ir::Value inf = ir::full(g, acc, std::numeric_limits<double>::infinity(), {n});
-    ir::Value minus_inf = ir::full(g, acc, -std::numeric_limits<double>::infinity(), {n});
-    left = ir::reduce(g, ir::select(g, nan, inf, x), ir::constant(g, acc, INFINITY), {0}, ir::Combiner::Min);
-    right = ir::reduce(g, ir::select(g, nan, minus_inf, x), ir::constant(g, acc, -INFINITY), {0}, ir::Combiner::Max);
+    if (integral) {
+      constexpr int64_t kTop = std::numeric_limits<int64_t>::max(), kBottom = std::numeric_limits<int64_t>::min();
+      left = ir::reduce(g, x, ir::constant_int(g, acc, kTop), {0}, ir::Combiner::Min);
+      right = ir::reduce(g, x, ir::constant_int(g, acc, kBottom), {0}, ir::Combiner::Max);
+    } else {
+      ir::Value nan = lowering::is_nan(g, x);
+      ir::Value inf = ir::full(g, acc, std::numeric_limits<double>::infinity(), {n});
+      ir::Value minus_inf = ir::full(g, acc, -std::numeric_limits<double>::infinity(), {n});
+      left = ir::reduce(g, ir::select(g, nan, inf, x), ir::constant(g, acc, INFINITY), {0}, ir::Combiner::Min);
+      right = ir::reduce(g, ir::select(g, nan, minus_inf, x), ir::constant(g, acc, -INFINITY), {0},
+                         ir::Combiner::Max);
+    }
     ir::Value same = ir::compare(g, left, right, ir::Compare::EQ);
     ir::Value one = ir::constant(g, acc, 1);
     left = ir::select(g, same, ir::binary(g, "stablehlo.subtract", left, one), left);
@@ -529,7 +542,8 @@ at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min
   ir::Value scaled = ir::binary(g, "stablehlo.divide",
                                 ir::binary(g, "stablehlo.multiply", ir::binary(g, "stablehlo.subtract", x, l), nb),
                                 ir::binary(g, "stablehlo.subtract", r, l));
-  ir::Value pos = ir::convert(g, lowering::unary(g, lowering::Unary::Floor, scaled), ir::DType::S64);
+  // Integer division truncates; below `left` (where that differs from floor) is outside anyway.
+  ir::Value pos = ir::convert(g, integral ? scaled : lowering::unary(g, lowering::Unary::Floor, scaled), ir::DType::S64);
   pos = ir::binary(g, "stablehlo.minimum", pos, ir::full(g, ir::DType::S64, static_cast<double>(bins - 1), {n}));
   ir::Value inside = ir::binary(g, "stablehlo.and", ir::compare(g, x, l, ir::Compare::GE),
                                 ir::compare(g, x, r, ir::Compare::LE));
