@@ -3,6 +3,7 @@ logits, loss and every gradient, greedy `generate` (KV cache), and loading with
 `device_map="tpu"`. Small random configurations (no download); dropout off, so
 CPU and tpu compute the same function. No op may fall back to the CPU."""
 import copy
+import json
 
 import pytest
 import torch
@@ -120,3 +121,39 @@ def test_generate_in_fused_mode():
         got = tpu.eval().generate(prompt.to("tpu"), max_new_tokens=8, do_sample=False, pad_token_id=0)
         assert torch.equal(got.cpu(), expected)
 
+
+
+# ------------------------------------------------------------ the report over every causal LM
+# (python -m torch_tpu.tools.hf_report; CI runs this slice of it)
+
+def test_report_runs_a_mixture_of_experts_model_natively():
+    # afmoe: a zero-initialised router (hence the report's jitter), tokens sorted per expert,
+    # counted with an integer histc and multiplied with torch._grouped_mm, as off the CPU.
+    from torch_tpu.tools import hf_report
+
+    progress = []
+    record = hf_report.run_model("afmoe", "strict", progress=progress.append)
+    assert record["status"] == "native", record
+    assert record["matched_by_float64"] == []
+    # what the record says if the process dies: first while on CPU, then during the tpu run
+    assert [p["status"] for p in progress] == ["config", "errors"]
+
+
+def test_report_keeps_models_cpu_cannot_build_out_of_the_count(tmp_path):
+    from torch_tpu.tools import hf_report
+
+    assert hf_report.main(["--models", "no_such_model,gpt2", "--out-dir", str(tmp_path)]) == 0
+    records = {r["model"]: r for r in json.loads((tmp_path / "hf_models.json").read_text())["models"]}
+    assert records["no_such_model"]["status"] == "config"
+    assert records["gpt2"]["status"] == "native", records["gpt2"]
+    text = (tmp_path / "hf_models.md").read_text()
+    assert "native 1, fallback 0, fails 0, errors 0 of 1 models built on CPU" in text
+    assert "config (not built or not run on CPU, not counted) 1" in text
+
+
+def test_report_leaves_out_a_config_it_could_not_shrink(monkeypatch):
+    from torch_tpu.tools import hf_report
+
+    monkeypatch.setattr(hf_report, "MAX_PARAMETERS", 1000)
+    record = hf_report.run_model("gpt2", "strict")
+    assert record["status"] == "config" and "parameters after shrinking the config" in record["error"]

@@ -1,0 +1,325 @@
+"""Hugging Face causal-LM report: every causal-LM architecture of the installed
+transformers, built tiny and random, trained one step and generating on CPU and on tpu.
+
+For each model type a small config is made from the type's default one (2 layers,
+hidden size 64, 4 heads, vocabulary 256, dropout 0, and fewer experts where there are
+experts), the model is built on CPU with a fixed seed, its parameters get a little
+seeded noise (see `jitter`), and it is copied to tpu. Both copies
+then run a forward pass with labels (logits and loss), the backward pass (every
+parameter's gradient) and a greedy `generate` of 4 tokens, and the tpu results are
+compared with CPU's (a value outside the tolerance also matches when its error against
+the same model run in float64 on CPU is at most twice CPU's own). Each model type is
+classified:
+
+  native    everything matches with TORCH_TPU_FALLBACK=error
+  fallback  needs the CPU fallback (the ops are listed) and matches with it allowed
+  fails     a value differs from CPU's (the largest difference is named)
+  errors    the tpu run raised where CPU's did not, crashed, or ran past the time limit
+  config    the tiny model could not be built or run on CPU, or the config kept more
+            than MAX_PARAMETERS parameters (a nested config not shrunk): not counted
+
+    python -m torch_tpu.tools.hf_report [--models gpt2,llama] [--mode strict|fused]
+        [--timeout 300] [--out-dir reports]
+
+writes <out-dir>/hf_models.json and <out-dir>/hf_models.md; the last printed line is
+`native: N/M models (P%)`. Each model type runs in its own process.
+"""
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from torch_tpu.tools.opinfo_report import _first_line, _is_fallback_error, fallback_mode
+
+STATUSES = ("native", "fallback", "fails", "errors")
+# Attribute names as the configs spell them (or alias them through attribute_map); only
+# those a type's default config has are set.
+TINY = {
+    "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 128, "head_dim": 16,
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
+    "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 128, "decoder_ffn_dim": 128,
+    # multi-head latent attention (DeepSeek and kin)
+    "q_lora_rank": 32, "kv_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
+    "n_group": 1, "topk_group": 1,
+}
+BATCH, SEQ, NEW_TOKENS = 2, 16, 4
+LOGITS_TOL = dict(rtol=1e-4, atol=1e-4)
+GRAD_TOL = dict(rtol=1e-3, atol=1e-4)
+MAX_PARAMETERS = 20_000_000
+# A whole model's float32 rounding differs with the order of every sum in it: a value outside
+# the tolerance still matches when its error against float64 is at most this times CPU's own.
+FLOAT64_RULE_FACTOR = 2.0
+
+
+def causal_lm_types():
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def tiny_config(model_type):
+    from transformers import AutoConfig
+
+    default = AutoConfig.for_model(model_type)
+    # Passed to the constructor, so that what a config derives from them (head_dim from the
+    # rotary dims, per-layer lists) follows.
+    sizes = {name: value for name, value in TINY.items() if getattr(default, name, None) is not None}
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+        token = getattr(default, name, None)
+        if isinstance(token, int) and token >= TINY["vocab_size"]:
+            sizes[name] = TINY["vocab_size"] - 1
+    try:
+        config = AutoConfig.for_model(model_type, **sizes)
+    except (TypeError, ValueError):
+        config = default
+
+    def shrink(name, value):
+        try:
+            setattr(config, name, value)
+        except (AttributeError, TypeError, ValueError):  # a derived property: left as the config computes it
+            pass
+
+    for name, value in sizes.items():  # a constructor that ignored a size (not one that derived another)
+        if getattr(config, name, None) == getattr(default, name) != value:
+            shrink(name, value)
+    for name in dir(config):  # dropouts off: the comparison needs the same function
+        if ("dropout" in name or name.endswith("_pdrop")) and isinstance(getattr(config, name, None), float):
+            shrink(name, 0.0)
+    if isinstance(getattr(config, "layer_types", None), list):
+        shrink("layer_types", config.layer_types[: config.num_hidden_layers])
+    return config
+
+
+def jitter(model, scale=0.02):
+    """Adds N(0, scale) noise to every floating parameter. Some architectures initialise
+    a router or gate to zeros, and then every expert ties: which of the tied ones `topk`
+    picks is not specified (on afmoe CPU took the last ones, tpu the first), so the comparison would
+    measure tie order instead of the backend."""
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point():
+                p.add_(torch.randn(p.shape, generator=g, dtype=p.dtype) * scale)
+
+
+def _run(model, ids):
+    """(logits, loss, {name: grad}, generated ids) of one forward/backward and a greedy generate."""
+    import torch
+
+    out = model(input_ids=ids, labels=ids)
+    out.loss.backward()
+    grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    with torch.no_grad():
+        generated = model.generate(ids[:, : SEQ // 2], attention_mask=torch.ones_like(ids[:, : SEQ // 2]),
+                                   max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
+    return out.logits, out.loss, grads, generated
+
+
+def _values(result):
+    """[(what, tensor, tolerance)] of one run's results, in a fixed order."""
+    logits, loss, grads, _ = result
+    return ([("logits", logits, LOGITS_TOL), ("loss", loss, LOGITS_TOL)] +
+            [("grad of " + n, grads[n], GRAD_TOL) for n in sorted(grads)])
+
+
+def _compare(got, expected, reference):
+    """(None or a one-line description of the first value that differs, [values that
+    count as matching by the float64 rule]). A value outside the tolerance still matches
+    when its largest error against the float64 run (`reference()`, the same model and
+    inputs on CPU in float64) is at most FLOAT64_RULE_FACTOR times CPU's own, and
+    generated tokens that differ from CPU's match when they are the float64 run's."""
+    import torch
+
+    if sorted(got[2]) != sorted(expected[2]):
+        return "gradients for different parameters: %s" % sorted(set(got[2]) ^ set(expected[2]))[:5], []
+    by_float64, exact = [], [None]
+
+    def float64():
+        if exact[0] is None:
+            exact[0] = reference()
+        return exact[0]
+
+    for index, ((what, a, tol), (_, b, _)) in enumerate(zip(_values(got), _values(expected))):
+        a = a.cpu()
+        try:
+            torch.testing.assert_close(a, b, **tol)
+            continue
+        except AssertionError as exc:
+            try:
+                r = _values(float64())[index][1].double()
+            except Exception:  # noqa: BLE001 - no float64 run: the mismatch stands
+                r = None
+            if r is not None and (a.double() - r).abs().max() <= FLOAT64_RULE_FACTOR * (b.double() - r).abs().max():
+                by_float64.append(what)
+                continue
+            detail = [ln.strip() for ln in str(exc).splitlines() if ln.strip().startswith("Greatest")]
+            return _first_line("%s: %s" % (what, "; ".join(detail) or str(exc))), by_float64
+    generated, e_generated = got[3].cpu(), expected[3]
+    if not torch.equal(generated, e_generated):
+        try:
+            same_as_float64 = torch.equal(generated, float64()[3])
+        except Exception:  # noqa: BLE001
+            same_as_float64 = False
+        if not same_as_float64:
+            return "generate: tokens %s, CPU %s" % (generated.tolist(), e_generated.tolist()), by_float64
+        by_float64.append("generate")
+    return None, by_float64
+
+
+def run_model(model_type, mode, progress=lambda record: None):
+    """One model type in this process: a record {model, status, ...}. `progress(record)`
+    gets what the record would say if the process ended at that point."""
+    import torch
+    import torch_tpu
+    from transformers import AutoModelForCausalLM
+
+    record = {"model": model_type, "mode": mode}
+    progress(dict(record, status="config", error="the process ended while the model was built or run on CPU"))
+    try:
+        config = tiny_config(model_type)
+        with torch.device("meta"):  # a config the shrinking missed (nested ones) can be huge
+            size = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
+        if size > MAX_PARAMETERS:
+            record.update(status="config", error="%d parameters after shrinking the config" % size)
+            return record
+        torch.manual_seed(0)
+        cpu_model = AutoModelForCausalLM.from_config(config).eval()
+        jitter(cpu_model)
+        tpu_model = copy.deepcopy(cpu_model)
+        ids = torch.randint(1, config.vocab_size if hasattr(config, "vocab_size") else 256, (BATCH, SEQ),
+                            generator=torch.Generator().manual_seed(0))
+        expected = _run(cpu_model, ids)
+    except Exception as exc:  # noqa: BLE001 - not the backend's doing; recorded
+        record.update(status="config", error=_first_line("%s: %s" % (type(exc).__name__, exc)))
+        return record
+    record["parameters"] = sum(p.numel() for p in cpu_model.parameters())
+    progress(dict(record, status="errors", error="the process ended during the tpu run"))
+    torch_tpu.set_eager_mode(mode)
+
+    def attempt():
+        model = copy.deepcopy(tpu_model).to("tpu")
+        got = _run(model, ids.to("tpu"))
+        torch.tpu.synchronize()
+        return got
+
+    start = time.perf_counter()
+    try:
+        with fallback_mode("error"):
+            got = attempt()
+        status = "native"
+    except Exception as exc:  # noqa: BLE001 - classified below
+        if not _is_fallback_error(exc):
+            record.update(status="errors", error=_first_line("%s: %s" % (type(exc).__name__, exc)))
+            return record
+        torch_tpu.reset_metrics()
+        try:
+            with fallback_mode("allow"):
+                got = attempt()
+        except Exception as exc2:  # noqa: BLE001
+            record.update(status="errors", error=_first_line("%s: %s" % (type(exc2).__name__, exc2)))
+            return record
+        status = "fallback"
+        record["fallback_ops"] = torch_tpu.metrics()["fallback_ops"]
+    record["tpu_seconds"] = time.perf_counter() - start
+    mismatch, record["matched_by_float64"] = _compare(
+        got, expected, lambda: _run(copy.deepcopy(tpu_model).double(), ids))
+    if mismatch:
+        record.update(status="fails", error=mismatch)
+    else:
+        record["status"] = status
+    return record
+
+
+def _run_in_subprocess(model_type, mode, timeout):
+    fd, out = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    cmd = [sys.executable, "-m", "torch_tpu.tools.hf_report", "--child", model_type, "--mode", mode,
+           "--child-out", out]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        ended = "exit status %s" % proc.returncode
+    except subprocess.TimeoutExpired:
+        proc, ended = None, "timeout after %g s" % timeout
+    try:
+        with open(out) as f:
+            text = f.read()
+    finally:
+        os.unlink(out)
+    if not text:  # not even the first progress record: the interpreter itself failed
+        tail = (proc.stderr if proc else "").strip().splitlines()[-1:] or [""]
+        return {"model": model_type, "mode": mode, "status": "errors", "error": _first_line(
+            "%s (%s)" % (tail[0], ended))}
+    record = json.loads(text)
+    if proc is None or proc.returncode != 0:  # the last progress record says where it ended
+        record["error"] = _first_line("%s (%s)" % (record.get("error", ""), ended))
+    return record
+
+
+def summarize(records):
+    counted = [r for r in records if r["status"] in STATUSES]
+    counts = {s: sum(r["status"] == s for r in counted) for s in STATUSES}
+    return counts, len(counted)
+
+
+def markdown(records, mode, transformers_version):
+    counts, total = summarize(records)
+    lines = ["# Hugging Face causal LMs on tpu (%s mode, transformers %s)" % (mode, transformers_version), "",
+             "Tiny random models (torch_tpu/tools/hf_report.py): forward with labels, backward, greedy "
+             "generate of %d tokens, compared with CPU." % NEW_TOKENS, "",
+             ", ".join("%s %d" % (s, counts[s]) for s in STATUSES) + " of %d models built on CPU; "
+             "config (not built or not run on CPU, not counted) %d." % (total, len(records) - total), "",
+             "| model | status | detail |", "|---|---|---|"]
+    for r in records:
+        detail = r.get("error") or (", ".join(sorted(r.get("fallback_ops", {}))) if r.get("fallback_ops") else "")
+        lines.append("| %s | %s | %s |" % (r["model"], r["status"], detail.replace("|", "\\|")))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=None, help="comma-separated model types (default: all causal LMs)")
+    parser.add_argument("--mode", default="strict", choices=("strict", "fused", "debug"))
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model type")
+    parser.add_argument("--out-dir", default="reports")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        def write(record):
+            with open(args.child_out + ".tmp", "w") as f:
+                json.dump(record, f)
+            os.replace(args.child_out + ".tmp", args.child_out)
+        write(run_model(args.child, args.mode, progress=write))
+        return 0
+    import transformers
+
+    models = args.models.split(",") if args.models else causal_lm_types()
+    records = []
+    started = time.perf_counter()
+    for i, model_type in enumerate(models):
+        record = _run_in_subprocess(model_type, args.mode, args.timeout)
+        records.append(record)
+        print("[%5.0fs] %3d/%d %-28s %s %s" % (time.perf_counter() - started, i + 1, len(models), model_type,
+                                              record["status"], record.get("error", "")[:120]), flush=True)
+    os.makedirs(args.out_dir, exist_ok=True)
+    report = {"mode": args.mode, "transformers": transformers.__version__, "models": records,
+              "seconds": time.perf_counter() - started}
+    with open(os.path.join(args.out_dir, "hf_models.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    with open(os.path.join(args.out_dir, "hf_models.md"), "w") as f:
+        f.write(markdown(records, args.mode, transformers.__version__))
+    counts, total = summarize(records)
+    print("native: %d/%d models (%.1f%%)" % (counts["native"], total, 100.0 * counts["native"] / max(total, 1)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
