@@ -200,17 +200,19 @@ def test_histc():
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
 def test_histc_of_integers_counts_in_their_dtype_as_cuda_does(dtype):
     # CPU's histc takes floating inputs only; CUDA's also integers, counting in their
-    # dtype. The expected counts come from the same values as floats on CPU.
+    # dtype with the bounds converted to it. The expected counts come from the same
+    # values as floats on CPU, with the bounds CUDA would use.
     g = torch.Generator().manual_seed(0)
     experts = torch.randint(0, 8, (64, 2), generator=g).to(dtype)  # a MoE layer's top-2 choices
-    cases = [(experts, dict(bins=8, min=0, max=7)),  # tokens per expert
-             (experts, dict(bins=3, min=1, max=6)),  # values outside the range are not counted
-             (experts, dict(bins=5)),  # min == max: the data's own range
-             (torch.full((4,), 3, dtype=dtype), dict(bins=3))]  # one value: widened by 1 each way
-    for values, kwargs in cases:
+    cases = [(experts, dict(bins=8, min=0, max=7), None),  # tokens per expert
+             (experts, dict(bins=3, min=1, max=6), None),  # values outside the range are not counted
+             (experts, dict(bins=5), None),  # min == max: the data's own range
+             (torch.full((4,), 3, dtype=dtype), dict(bins=3), None),  # one value: widened by 1 each way
+             (experts, dict(bins=4, min=2.2, max=2.7), dict(bins=4, min=1, max=3))]  # bounds meet as integers
+    for values, kwargs, as_cuda in cases:
         got = torch.histc(values.to("tpu"), **kwargs)
         assert got.dtype == dtype
-        assert_close(got.cpu(), torch.histc(values.float(), **kwargs).to(dtype), rtol=0, atol=0)
+        assert_close(got.cpu(), torch.histc(values.float(), **(as_cuda or kwargs)).to(dtype), rtol=0, atol=0)
 
 
 def test_histc_names_the_dtypes_it_cannot_count():

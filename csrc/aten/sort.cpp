@@ -515,10 +515,12 @@ at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min
   }
   int64_t n = self.numel();
   ir::Value x = ir::convert(g, ir::reshape(g, p.read(self), {n}), acc);
-  // CUDA converts the bounds to the input's type.
+  const bool data_range = lo == hi;
+  // CUDA converts the bounds to the input's type, and widens them when they then meet.
   if (integral) lo = std::trunc(lo), hi = std::trunc(hi);
+  if (!data_range && lo == hi) lo -= 1, hi += 1;
   ir::Value left = p.scalar(lo, acc), right = p.scalar(hi, acc);
-  if (lo == hi) {
+  if (data_range) {
     // The data's finite range (NaNs ignored, as ATen's aminmax of the input).
     if (integral) {
       constexpr int64_t kTop = std::numeric_limits<int64_t>::max(), kBottom = std::numeric_limits<int64_t>::min();
