@@ -11,7 +11,6 @@ with their defaults, its step size and bias corrections computed on the host as
 torch's non-capturable AdamW does.
 """
 import math
-import time
 
 import numpy as np
 
@@ -123,41 +122,3 @@ def make_runner(workload, model, batches, info):
         return float(loss)
     return step
 
-
-def run_child(args, record, finish, make_workload, warmup_steps):
-    """The benchmark child for mode "jax": the same record keys as a torch mode."""
-    try:
-        import jax
-    except ImportError as e:
-        return finish("unavailable", "jax does not import: %s" % e)
-    try:
-        model, _, _, batches, info = make_workload(args.workload, "cpu")
-        record["workload_info"] = info
-        device = jax.devices()[0]
-        record["jax"] = {"version": jax.__version__, "device": str(device), "platform": device.platform}
-        step = make_runner(args.workload, model, batches, info)
-
-        t = time.perf_counter()
-        record["first_loss"] = step()
-        record["first_step_s"] = time.perf_counter() - t
-        warmup_losses = [step() for _ in range(warmup_steps)]
-        times, losses = [], []
-        for _ in range(args.steps):
-            t = time.perf_counter()
-            losses.append(step())
-            times.append(time.perf_counter() - t)
-        record["steps"] = args.steps
-        record["step_times_s"] = times
-        record["step_median_s"] = float(np.median(times))
-        record["step_mean_s"] = float(np.mean(times))
-        record["step_min_s"] = min(times)
-        record["final_loss"] = losses[-1]
-        record["losses"] = [record["first_loss"]] + warmup_losses + losses
-        if info["tokens_per_step"]:
-            record["tokens_per_step"] = info["tokens_per_step"]
-            record["tokens_per_s"] = info["tokens_per_step"] / record["step_median_s"]
-        stats = device.memory_stats() or {}
-        record["peak_memory_bytes"] = stats.get("peak_bytes_in_use")  # XLA:CPU keeps none: None
-        return finish("ok")
-    except Exception as e:  # noqa: BLE001 - recorded, never hidden
-        return finish("error", "%s: %s" % (type(e).__name__, str(e)[:2000]))

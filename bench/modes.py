@@ -264,6 +264,56 @@ def _interleaved_child(args):
         return finish("error", "%s: %s" % (type(e).__name__, str(e)[:2000]))
 
 
+def _timed_steps(record, step, n, sync, earlier_losses, info):
+    """Times n steps (`step()` returns the loss it read) and puts the steady-state
+    figures in `record`; `earlier_losses` are those of the first and warm-up steps."""
+    times, losses = [], []
+    start = time.perf_counter()
+    for _ in range(n):
+        t = time.perf_counter()
+        losses.append(step())
+        times.append(time.perf_counter() - t)
+    sync()
+    total = time.perf_counter() - start
+    record["steps"] = n
+    record["step_times_s"] = times
+    record["step_median_s"] = statistics.median(times)
+    record["step_mean_s"] = total / n  # includes the final synchronize
+    record["step_min_s"] = min(times)
+    record["final_loss"] = losses[-1]
+    # Every step's loss from the first: the modes see the same batches in the same order,
+    # so step k is comparable across modes (a final loss alone can agree after a run has
+    # drifted and converged back).
+    record["losses"] = list(earlier_losses) + losses
+    if info["tokens_per_step"]:
+        record["tokens_per_step"] = info["tokens_per_step"]
+        record["tokens_per_s"] = info["tokens_per_step"] / record["step_median_s"]
+
+
+def _jax_child(args, record, finish):
+    """Mode "jax": the XLA reference's step (see jax_reference), with a torch mode's record keys."""
+    try:
+        import jax
+    except ImportError as e:
+        return finish("unavailable", "jax does not import: %s" % e)
+    try:
+        model, _, _, batches, info = _make_workload(args.workload, "cpu")
+        record["workload_info"] = info
+        device = jax.devices()[0]
+        record["jax"] = {"version": jax.__version__, "device": str(device), "platform": device.platform}
+        step = _jax_reference().make_runner(args.workload, model, batches, info)
+        t = time.perf_counter()
+        record["first_loss"] = step()
+        record["first_step_s"] = time.perf_counter() - t
+        warmup_losses = [step() for _ in range(WARMUP_STEPS)]
+        # each step reads its loss, which waits for the device: nothing left to synchronize
+        _timed_steps(record, step, args.steps, lambda: None, [record["first_loss"]] + warmup_losses, info)
+        record["peak_memory_bytes"] = (device.memory_stats() or {}).get("peak_bytes_in_use")  # XLA:CPU: None
+        return finish("ok")
+    except Exception as e:  # noqa: BLE001 - recorded, never hidden
+        return finish("error", "%s: %s" % (type(e).__name__, str(e)[:2000]))
+
+
 def _child(args):
     """Runs one (workload, mode) in this process and writes a JSON record."""
     record = {"workload": args.workload, "mode": args.mode, "phase": args.phase}
@@ -286,7 +336,7 @@ def _child(args):
 
     mode = args.mode
     if mode == "jax":
-        return _jax_reference().run_child(args, record, finish, _make_workload, WARMUP_STEPS)
+        return _jax_child(args, record, finish)
     if mode == "cpu":
         device = "cpu"
     elif mode == "cuda":
@@ -352,28 +402,8 @@ def _child(args):
             torch.cuda.reset_peak_memory_stats()
             record["memory_allocated_before_steps"] = torch.cuda.memory_allocated()
         m0 = metrics()
-        times, losses = [], []
-        start = time.perf_counter()
-        for _ in range(args.steps):
-            t = time.perf_counter()
-            losses.append(step())
-            times.append(time.perf_counter() - t)
-        sync()
-        total = time.perf_counter() - start
+        _timed_steps(record, step, args.steps, sync, [first_loss] + warmup_losses, info)
         n = args.steps
-        record["steps"] = n
-        record["step_times_s"] = times
-        record["step_median_s"] = statistics.median(times)
-        record["step_mean_s"] = total / n  # includes the final synchronize
-        record["step_min_s"] = min(times)
-        record["final_loss"] = losses[-1]
-        # Every step's loss from the first: the modes see the same batches in the same order,
-        # so step k is comparable across modes (a final loss alone can agree after a run has
-        # drifted and converged back).
-        record["losses"] = [first_loss] + warmup_losses + losses
-        if info["tokens_per_step"]:
-            record["tokens_per_step"] = info["tokens_per_step"]
-            record["tokens_per_s"] = info["tokens_per_step"] / record["step_median_s"]
         if on_tpu:
             record["peak_memory_bytes"] = torch.tpu.max_memory_allocated()
             m1 = metrics()

@@ -443,7 +443,7 @@ class StackedScalars:
                 return ("list", slot[source]) if whole else ("stack", [element(e) for e in a])
             return ("element", element(a)) if isinstance(a, torch.fx.Node) else ("constant", a)
 
-        steps, writes, elements, outputs = [], [], set(), None
+        steps, writes, write_nodes, elements, outputs = [], [], [], set(), None
         for n in nodes:
             if n.op == "placeholder":
                 continue
@@ -459,6 +459,7 @@ class StackedScalars:
                     len(n.args) == 2 and not n.kwargs and n.args[1] in elements and \
                     n.args[0].meta["val"].dtype == n.args[1].meta["val"].dtype:
                 writes.append((slot[n.args[0]], element(n.args[1])))
+                write_nodes.append(n)
                 continue
             op = _stacked_op(n)
             if op is None:
@@ -485,10 +486,9 @@ class StackedScalars:
         # Write-backs come after every read of their destination (functionalisation
         # puts them last): reads then see the old counts, as in the graph.
         position = {n: k for k, n in enumerate(nodes)}
-        for n in nodes:
-            if n.target is torch.ops.aten.copy_.default and n.op == "call_function":
-                if any(position[u] > position[n] for u in n.args[0].users if u is not n):
-                    return None
+        for n in write_nodes:
+            if any(position[u] > position[n] for u in n.args[0].users if u is not n):
+                return None
         return StackedScalars(steps, [element(o) for o in outputs], writes)
 
     def run(self, args):
