@@ -85,12 +85,13 @@ log "smoke test passed"
 
 # The benchmark: one JSON per workload, rewritten after each mode, so a run cut short keeps
 # what finished. Strict goes last: XLA:GPU compiles its ~70 per-op programs slowest.
+# jax: the whole step in JAX on JAX's own CUDA client (the XLA reference).
 for workload in ${WORKLOADS:-gpt-tiny gpt-small}; do
   budget=$(( $(left) - ${TEST_RESERVE:-60} ))
   if [ "$budget" -lt 30 ]; then log "no time left for $workload"; break; fi
   log "bench $workload (at most $budget s)"
   timeout "$budget" $PY bench/modes.py --plugin "$PLUGIN" --workloads "$workload" \
-    --modes ${MODES:-cpu cuda fused compiled strict} --steps ${STEPS:-30} --child-timeout $(( budget < ${CHILD_TIMEOUT:-180} ? budget : ${CHILD_TIMEOUT:-180} )) \
+    --modes ${MODES:-cpu cuda fused compiled jax strict} --steps ${STEPS:-30} --child-timeout $(( budget < ${CHILD_TIMEOUT:-180} ? budget : ${CHILD_TIMEOUT:-180} )) \
     --out "$OUT/modes_$workload.json" --chart "" 2>&1 | tee -a "$OUT/run.log" | grep -v "^\[" | tail -12
   log "bench $workload exit status ${PIPESTATUS[0]} (124: its time ran out; finished modes are in the JSON)"
 done

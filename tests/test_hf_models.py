@@ -157,3 +157,54 @@ def test_report_leaves_out_a_config_it_could_not_shrink(monkeypatch):
     monkeypatch.setattr(hf_report, "MAX_PARAMETERS", 1000)
     record = hf_report.run_model("gpt2", "strict")
     assert record["status"] == "config" and "parameters after shrinking the config" in record["error"]
+
+
+def test_report_shrinks_a_hybrid_layer_pattern_to_one_layer_of_each_kind():
+    # qwen3_next's default: three linear-attention layers, then a full-attention one, 48
+    # layers; its first two alone leave generate no attention layer to size its cache by.
+    from torch_tpu.tools import hf_report
+
+    config = hf_report.tiny_config("qwen3_next")
+    assert config.num_hidden_layers == 2
+    assert config.layer_types == ["linear_attention", "full_attention"]
+    # lists of one kind per layer are shrunk alike, kept as long as the model
+    config = hf_report.tiny_config("bailing_hybrid")
+    assert len(config.layer_types) == len(config.mlp_layer_types) == config.num_hidden_layers
+    assert set(config.mlp_layer_types) == {"dense", "sparse"}
+
+
+def test_report_keeps_latent_attention_dimensions_consistent():
+    # DeepSeek V3.2: head_dim derives from the rotary dims, and its keys have as many heads as
+    # its queries (multi-head, as its default is; the indexer's mask assumes it).
+    from torch_tpu.tools import hf_report
+
+    config = hf_report.tiny_config("deepseek_v32")
+    assert config.head_dim == config.qk_rope_head_dim == hf_report.TINY["qk_rope_head_dim"]
+    assert config.num_key_value_heads == config.num_attention_heads == hf_report.TINY["num_attention_heads"]
+    # a type whose config refuses a generic size: the override leaves it out
+    config = hf_report.tiny_config("prophetnet")
+    assert config.num_encoder_layers == config.num_decoder_layers == 2
+
+
+def test_report_runs_a_hybrid_linear_attention_model_natively():
+    # bamba: Mamba-2 layers beside an attention layer (placed by the report's override), with
+    # the hybrid cache that generate fills.
+    from torch_tpu.tools import hf_report
+
+    record = hf_report.run_model("bamba", "strict")
+    assert record["status"] == "native", record
+
+
+def test_report_names_topk_tie_order_as_the_cause_of_a_difference():
+    # picks of equal score (the relu'd zeros of a sparse-attention indexer) are both right
+    from torch_tpu.tools import hf_report
+
+    scores = torch.tensor([[3.0, 0.0, 0.0, 1.0]])
+    cpu = [(scores, torch.tensor([[0, 3, 2]]), -1)]
+    tied = [(scores.to("tpu"), torch.tensor([[0, 3, 1]]).to("tpu"), -1)]
+    assert hf_report._tie_order_call(cpu, tied) == 0
+    not_tied = [(scores.to("tpu"), torch.tensor([[0, 1, 2]]).to("tpu"), -1)]
+    assert hf_report._tie_order_call(cpu, not_tied) is None
+    other_scores = [(torch.tensor([[3.0, 0.0, 0.5, 1.0]]).to("tpu"), torch.tensor([[0, 3, 1]]).to("tpu"), -1)]
+    assert hf_report._tie_order_call(cpu, other_scores) is None
+    assert hf_report._tie_order_call(cpu, cpu) is None  # the same picks: no tie to name

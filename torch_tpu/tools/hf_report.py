@@ -47,7 +47,46 @@ TINY = {
     "encoder_ffn_dim": 128, "decoder_ffn_dim": 128,
     # multi-head latent attention (DeepSeek and kin)
     "q_lora_rank": 32, "kv_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
-    "n_group": 1, "topk_group": 1,
+    "n_group": 1, "topk_group": 1, "rotary_dim": 8,
+    # sparse-attention indexers (DeepSeek V3.2 and kin)
+    "index_head_dim": 16, "index_n_heads": 2, "index_topk": 8,
+}
+_INKLING2 = {"unpadded_vocab_size": 256, "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 16,
+             "sliding_window_size": 8, "rel_extent": 16, "d_rel": 8, "n_layers_per_attn_res_block": 1}
+# Types whose default config the generic shrinking above does not fit: constructor arguments
+# added to (or replacing) the generic ones; None removes a generic size the type's config refuses.
+OVERRIDES = {
+    "bamba": {"attn_layer_indices": [1]},
+    "cohere_compass_text": {"rope_parameters": {kind: {"rope_type": "default", "rope_theta": 10000.0}
+                                                for kind in ("full_attention", "sliding_attention")}},
+    "dbrx": {"d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": 128,
+             "attn_config": lambda: _config_class("dbrx", "DbrxAttentionConfig")(kv_n_heads=1, rope_theta=10000.0,
+                                                                                   clip_qkv=8.0),
+             "ffn_config": lambda: _config_class("dbrx", "DbrxFFNConfig")(ffn_hidden_size=128, moe_num_experts=4,
+                                                                          moe_top_k=2)},
+    "deepseek_v2": {"num_experts_per_tok": 2},
+    "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
+    "gemma3n_text": {"num_kv_shared_layers": 0, "intermediate_size": 128, "hidden_size_per_layer_input": 16,
+                     "vocab_size_per_layer_input": 256, "laurel_rank": 8, "activation_sparsity_pattern": [0.0, 0.0]},
+    "granitemoehybrid": {"layer_types": ["mamba", "attention"], "mamba_n_heads": 8, "mamba_d_head": 16,
+                         "mamba_d_state": 16, "mamba_chunk_size": 16},
+    "inkling2_loop_text": _INKLING2,
+    "inkling2_text": _INKLING2,
+    "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1},
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
+    "longcat_flash": {"num_layers": 2, "ffn_hidden_size": 128, "expert_ffn_hidden_size": 32, "moe_topk": 2,
+                      "zero_expert_num": 2, "head_dim": 8},
+    "mamba2": {"num_heads": 8, "n_groups": 1, "chunk_size": 16},
+    "prophetnet": {"num_hidden_layers": None, "num_encoder_layers": 2, "num_decoder_layers": 2},
+    "qwen4_exp_text": {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 16, "indexer_budget": 8,
+                       "indexer_compress_ratio": 2, "hc_lowrank": 16, "ple_embed_dim": 64,
+                       "ngram_vocab_size_base": 256, "split_ngram_parts": 2},
+    "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
+    "xlnet": {"max_position_embeddings": None, "d_head": 16},
+    "zamba": {"num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1,
+              "layers_block_type": ["mamba", "hybrid"] * 2, "attention_hidden_size": 128,
+              "attention_head_dim": 32, "mamba_dt_rank": 8},
+    "zaya": {"num_experts_per_tok": 1},
 }
 BATCH, SEQ, NEW_TOKENS = 2, 16, 4
 LOGITS_TOL = dict(rtol=1e-4, atol=1e-4)
@@ -69,7 +108,23 @@ def tiny_config(model_type):
     default = AutoConfig.for_model(model_type)
     # Passed to the constructor, so that what a config derives from them (head_dim from the
     # rotary dims, per-layer lists) follows.
-    sizes = {name: value for name, value in TINY.items() if getattr(default, name, None) is not None}
+    sizes = {name: value for name, value in TINY.items()
+             if getattr(default, name, None) is not None and not _read_only(default, name)}
+    if getattr(default, "qk_rope_head_dim", None) is not None:
+        sizes.pop("head_dim", None)  # latent attention derives it from the rotary and other dims
+    for name in ("head_dim", "num_key_value_heads"):  # None means "derive it", but some models read it as is
+        if name in sizes or not hasattr(default, name) or getattr(default, name) is not None:
+            continue
+        if name != "head_dim" or "qk_rope_head_dim" not in sizes:
+            sizes[name] = TINY[name]
+    if getattr(default, "num_key_value_heads", None) == getattr(default, "num_attention_heads", 0):
+        sizes["num_key_value_heads"] = TINY["num_attention_heads"]  # multi-head attention stays so
+    sizes.update(_layer_pattern(default, sizes.get("num_hidden_layers")))
+    for name, value in OVERRIDES.get(model_type, {}).items():
+        if value is None:
+            sizes.pop(name, None)
+        else:
+            sizes[name] = value() if callable(value) else value
     for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
         token = getattr(default, name, None)
         if isinstance(token, int) and token >= TINY["vocab_size"]:
@@ -91,9 +146,38 @@ def tiny_config(model_type):
     for name in dir(config):  # dropouts off: the comparison needs the same function
         if ("dropout" in name or name.endswith("_pdrop")) and isinstance(getattr(config, name, None), float):
             shrink(name, 0.0)
-    if isinstance(getattr(config, "layer_types", None), list):
-        shrink("layer_types", config.layer_types[: config.num_hidden_layers])
     return config
+
+
+def _config_class(model_type, name):
+    import importlib
+
+    return getattr(importlib.import_module("transformers.models.%s.configuration_%s" % (model_type, model_type)), name)
+
+
+def _read_only(config, name):
+    """Whether `name` is a property of the config's class without a setter (derived)."""
+    attribute = getattr(type(config), name, None)
+    return isinstance(attribute, property) and attribute.fset is None
+
+
+def _layer_pattern(default, layers):
+    """Constructor arguments for the per-layer lists of a hybrid architecture (`layer_types`,
+    `mlp_layer_types`, ...: lists of names as long as the model): each list becomes one
+    layer of each kind it names, in the order they first appear, so that a model cut to a
+    few layers still has an attention layer beside its linear-attention or recurrent ones
+    (cutting the list instead often left only the latter, and then generate cannot run)."""
+    count = getattr(default, "num_hidden_layers", None)
+    if not (layers and isinstance(count, int)):
+        return {}
+    kinds = {name: list(dict.fromkeys(value)) for name, value in vars(default).items()
+             if isinstance(value, list) and len(value) == count and count > 1
+             and all(isinstance(kind, str) for kind in value)}
+    if not kinds:
+        return {}
+    layers = max([layers] + [len(k) for k in kinds.values()])
+    pattern = {name: k + k[-1:] * (layers - len(k)) for name, k in kinds.items()}
+    return dict(pattern, num_hidden_layers=layers)
 
 
 def jitter(model, scale=0.02):
@@ -121,6 +205,54 @@ def _run(model, ids):
         generated = model.generate(ids[:, : SEQ // 2], attention_mask=torch.ones_like(ids[:, : SEQ // 2]),
                                    max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
     return out.logits, out.loss, grads, generated
+
+
+class _TopkRecorder:
+    """While active, records the input and the chosen indices of every topk (torch.topk and
+    Tensor.topk) in call order: (scores, indices, dim), copies on the call's device (read
+    only when a result differs, so that recording adds no host wait)."""
+
+    def __enter__(self):
+        import torch
+
+        self.calls, self._saved = [], (torch.topk, torch.Tensor.topk)
+
+        def recording(original):
+            def topk(*args, **kwargs):
+                result = original(*args, **kwargs)
+                scores = args[0] if args else kwargs["input"]
+                dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
+                self.calls.append((scores.detach().clone(), result.indices.detach().clone(), dim))
+                return result
+            return topk
+
+        torch.topk, torch.Tensor.topk = (recording(f) for f in self._saved)
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.topk, torch.Tensor.topk = self._saved
+
+
+def _tie_order_call(cpu_calls, tpu_calls):
+    """The number of the first topk call whose picks differ from CPU's only in which of
+    equally scored elements they took (scores within tolerance of CPU's, and the picks' values
+    in CPU's scores the same as CPU's picks'), or None. Which element of a tie topk returns
+    is unspecified (CPU, CUDA and tpu differ), and everything computed from it then differs."""
+    import torch
+
+    for number, ((cpu_scores, cpu_picks, dim), (tpu_scores, tpu_picks, _)) in enumerate(zip(cpu_calls, tpu_calls)):
+        tpu_scores, tpu_picks = tpu_scores.cpu(), tpu_picks.cpu()
+        if torch.equal(cpu_picks.sort(dim).values, tpu_picks.sort(dim).values):
+            continue
+        try:
+            torch.testing.assert_close(tpu_scores, cpu_scores, **LOGITS_TOL)
+        except AssertionError:
+            return None
+        valued = [cpu_scores.gather(dim, picks.long()).sort(dim).values for picks in (cpu_picks, tpu_picks)]
+        return number if torch.equal(*valued) else None
+    return None
 
 
 def _values(result):
@@ -196,7 +328,8 @@ def run_model(model_type, mode, progress=lambda record: None):
         tpu_model = copy.deepcopy(cpu_model)
         ids = torch.randint(1, config.vocab_size if hasattr(config, "vocab_size") else 256, (BATCH, SEQ),
                             generator=torch.Generator().manual_seed(0))
-        expected = _run(cpu_model, ids)
+        with _TopkRecorder() as cpu_topk:
+            expected = _run(cpu_model, ids)
     except Exception as exc:  # noqa: BLE001 - not the backend's doing; recorded
         record.update(status="config", error=_first_line("%s: %s" % (type(exc).__name__, exc)))
         return record
@@ -204,9 +337,13 @@ def run_model(model_type, mode, progress=lambda record: None):
     progress(dict(record, status="errors", error="the process ended during the tpu run"))
     torch_tpu.set_eager_mode(mode)
 
+    tpu_topk_calls = []
+
     def attempt():
         model = copy.deepcopy(tpu_model).to("tpu")
-        got = _run(model, ids.to("tpu"))
+        with _TopkRecorder() as tpu_topk:
+            got = _run(model, ids.to("tpu"))
+        tpu_topk_calls[:] = tpu_topk.calls
         torch.tpu.synchronize()
         return got
 
@@ -232,6 +369,10 @@ def run_model(model_type, mode, progress=lambda record: None):
     mismatch, record["matched_by_float64"] = _compare(
         got, expected, lambda: _run(copy.deepcopy(tpu_model).double(), ids))
     if mismatch:
+        tie = _tie_order_call(cpu_topk.calls, tpu_topk_calls)
+        if tie is not None:
+            mismatch = "topk tie order: topk call %d took other elements of equal score than CPU's; then %s" % (
+                tie, mismatch)
         record.update(status="fails", error=mismatch)
     else:
         record["status"] = status
