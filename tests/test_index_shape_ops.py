@@ -579,3 +579,62 @@ def test_out_of_range_indices_are_unchecked():
     assert_close(t[bad, bad - 7].cpu(), x[[1, 3], [0, 0]])
     assert_close(t.index_add(0, bad, torch.ones(2, 3, device="tpu")).cpu(), x.index_add(0, torch.tensor([1]),
                                                                                           torch.ones(1, 3)))
+
+
+# Debug mode reads index values back and raises as CPU does, before anything is written.
+_x = torch.arange(12.0).reshape(3, 4)
+_bad = torch.tensor([0, 5])
+_DEBUG_INDEX_CASES = {
+    "gather": lambda x, d: x.gather(0, torch.tensor([[0, 5, 0, 0]], device=d)),
+    "gather_negative": lambda x, d: x.gather(0, torch.tensor([[0, -1, 0, 0]], device=d)),
+    "index_select": lambda x, d: x.index_select(0, _bad.to(d)),
+    "index_select_negative": lambda x, d: x.index_select(0, torch.tensor([-1], device=d)),
+    "embedding": lambda x, d: torch.nn.functional.embedding(_bad.to(d), x),
+    "index": lambda x, d: x[_bad.to(d)],
+    "index_second_dim": lambda x, d: x[:, torch.tensor([1, -5], device=d)],
+    "index_two_tensors": lambda x, d: x[torch.tensor([0], device=d), torch.tensor([5], device=d)],
+    "index_put_": lambda x, d: x.index_put_((_bad.to(d),), torch.tensor(1.0, device=d)),
+    "index_put_accumulate": lambda x, d: x.index_put_((_bad.to(d),), torch.tensor(1.0, device=d), accumulate=True),
+    "scatter_": lambda x, d: x.scatter_(0, torch.tensor([[0, 5, 0, 0]], device=d), 1.0),
+    "scatter_add_": lambda x, d: x.scatter_add_(0, torch.tensor([[0, 5, 0, 0]], device=d), torch.ones(1, 4, device=d)),
+    "scatter_reduce_": lambda x, d: x.scatter_reduce_(0, torch.tensor([[0, 5, 0, 0]], device=d),
+                                                      torch.ones(1, 4, device=d), "amax"),
+    "index_add_": lambda x, d: x.index_add_(0, _bad.to(d), torch.ones(2, 4, device=d)),
+    "index_copy_": lambda x, d: x.index_copy_(0, _bad.to(d), torch.ones(2, 4, device=d)),
+    "index_fill_": lambda x, d: x.index_fill_(0, torch.tensor([-4], device=d), 1.0),
+    "index_reduce_": lambda x, d: x.index_reduce_(0, _bad.to(d), torch.ones(2, 4, device=d), "prod"),
+    "take": lambda x, d: x.take(torch.tensor([12], device=d)),
+    "take_negative": lambda x, d: x.take(torch.tensor([-13], device=d)),
+    "put_": lambda x, d: x.put_(torch.tensor([12], device=d), torch.tensor([1.0], device=d)),
+    "nll_loss": lambda x, d: torch.nn.functional.nll_loss(x, torch.tensor([0, 4, 1], device=d)),
+    "cross_entropy_negative": lambda x, d: torch.nn.functional.cross_entropy(x, torch.tensor([0, -1, 1], device=d)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_DEBUG_INDEX_CASES))
+def test_debug_mode_raises_for_out_of_range_indices_as_cpu_does(case):
+    op = _DEBUG_INDEX_CASES[case]
+    expected_x = _x.clone()
+    with pytest.raises((IndexError, RuntimeError)) as cpu_error:
+        op(expected_x, "cpu")
+    t = _x.to("tpu")
+    with torch_tpu.eager_mode("debug"), pytest.raises(cpu_error.type) as tpu_error:
+        op(t, "tpu")
+    cpu_message = str(cpu_error.value).splitlines()[0]
+    assert str(tpu_error.value).startswith(cpu_message), (str(tpu_error.value), cpu_message)
+    assert "torch_tpu debug mode" in str(tpu_error.value)
+    assert_close(t.cpu(), _x)  # nothing written
+
+
+def test_debug_mode_accepts_indices_in_range_and_ignored_targets():
+    x = _x.to("tpu")
+    with torch_tpu.eager_mode("debug"):
+        assert_close(x[torch.tensor([-3, 2], device="tpu")].cpu(), _x[[-3, 2]])
+        assert_close(x.take(torch.tensor([-12, 11], device="tpu")).cpu(), _x.take(torch.tensor([-12, 11])))
+        assert_close(x.clone().index_fill_(0, torch.tensor([-1], device="tpu"), 0.0).cpu(),
+                     _x.clone().index_fill_(0, torch.tensor([-1]), 0.0))
+        target = torch.tensor([0, -100, 3])
+        assert_close(torch.nn.functional.cross_entropy(x, target.to("tpu")).cpu(),
+                     torch.nn.functional.cross_entropy(_x, target))
+        assert_close(torch.nn.functional.nll_loss(x, torch.tensor([0, 7, 3], device="tpu"), ignore_index=7).cpu(),
+                     torch.nn.functional.nll_loss(_x, torch.tensor([0, 7, 3]), ignore_index=7))

@@ -2,10 +2,11 @@
 // advanced indexing (index.Tensor, index_put_), masked_select, masked_scatter_,
 // nonzero and embedding_dense_backward.
 //
-// Out-of-range indices are not checked on the device (a check would cost a
-// host sync per op): reads clamp them into range, writes drop them, where
-// CPU PyTorch raises an IndexError. Only what the host knows is checked
-// (e.g. a non-empty index into an empty dimension).
+// Out-of-range indices are not checked on the device in strict and fused mode
+// (a check would cost a host sync per op): reads clamp them into range, writes
+// drop them, where CPU PyTorch raises. Only what the host knows is checked
+// (e.g. a non-empty index into an empty dimension). Debug mode reads them back
+// and raises as CPU does (index_check.h).
 //
 // Data-dependent shapes (nonzero, masked_select, boolean-mask indexing) run
 // two programs: one counts, the host reads the count, the second one fills a
@@ -30,6 +31,7 @@
 
 #include <limits>
 
+#include "aten/index_check.h"
 #include "aten/op_helpers.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
@@ -49,6 +51,10 @@ at::Tensor meta(const at::Tensor& t) {
 }
 
 int64_t wrap_dim(int64_t dim, const at::Tensor& t) { return c10::maybe_wrap_dim(dim, std::max<int64_t>(t.dim(), 1)); }
+
+int64_t dim_size(const at::Tensor& self, int64_t dim) { return self.dim() == 0 ? 1 : self.size(dim); }
+
+std::string index_out_of_range_in_self(int64_t) { return "index out of range in self"; }
 
 // A non-empty index into an empty dimension can only be out of range.
 void check_not_empty(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
@@ -76,6 +82,7 @@ at::Tensor gather_op(const char* name, const at::Tensor& self, int64_t dim, cons
   }
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
+  check_index_values(name, index, {dim_size(self, d)}, IndexError::Runtime, out_of_bounds(d, dim_size(self, d)));
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, m.sizes(), m.scalar_type(), self.device(), false);
   if (output.numel() == 0) return output;
@@ -121,6 +128,7 @@ at::Tensor index_select_op(const char* name, const at::Tensor& self, int64_t dim
   int64_t d = wrap_dim(dim, self);
   TORCH_CHECK(index.numel() == 0 || self.dim() == 0 || self.size(d) > 0,
               "index_select(): self indexing axis dim should be positive");
+  check_index_values(name, index, {dim_size(self, d)}, IndexError::Index, index_out_of_range_in_self);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, sizes, dtype, self.device(), false);
   if (output.numel() == 0) return output;
@@ -157,6 +165,7 @@ at::Tensor scatter_op(const char* name, const at::Tensor& self, int64_t dim, con
     at::scatter(meta(self), dim, meta(index), value);
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
+  check_index_values(name, index, {dim_size(self, d)}, IndexError::Runtime, out_of_bounds(d, dim_size(self, d)));
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), inplace);
   if (output.numel() == 0) return output;
@@ -271,6 +280,7 @@ at::Tensor scatter_reduce_two_op(const char* name, const at::Tensor& self, int64
   auto [combiner, mean, identity] = reduction_of(reduce, type);
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
+  check_index_values(name, index, {dim_size(self, d)}, IndexError::Runtime, out_of_bounds(d, dim_size(self, d)));
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), type, self.device(), inplace);
   if (output.numel() == 0) return output;
@@ -312,6 +322,11 @@ at::Tensor index_combine_op(const char* name, bool add, const at::Tensor& self, 
     at::index_copy(meta(self), dim, meta(index), meta(source));
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
+  if (add)
+    check_index_values(name, index, {dim_size(self, d)}, IndexError::Runtime, out_of_bounds(d, dim_size(self, d)));
+  else
+    check_index_values(name, index, {dim_size(self, d)}, IndexError::Index,
+                       out_of_bounds(d, dim_size(self, d), "index_copy_(): "));
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), inplace);
   if (output.numel() == 0) return output;
@@ -509,7 +524,7 @@ struct IndexSetup {
   c10::DimVector result_shape;
 };
 
-IndexSetup setup_index(const at::Tensor& self, const OptionalTensors& raw) {
+IndexSetup setup_index(const char* name, const at::Tensor& self, const OptionalTensors& raw) {
   IndexSetup s;
   s.indices = expand_indices(self, raw);
   s.index_shape = index_shape(s.indices);
@@ -520,6 +535,12 @@ IndexSetup setup_index(const at::Tensor& self, const OptionalTensors& raw) {
     if (s.indices[d])
       TORCH_CHECK_INDEX(self.size(d) > 0 || c10::multiply_integers(s.index_shape) == 0, "index is out of bounds for "
                         "dimension ", d, " with size 0");
+  }
+  // CPU's message numbers an index among the index tensors, not among self's dims.
+  for (size_t d = 0, ordinal = 0; d < s.indices.size(); ++d) {
+    if (s.indices[d])
+      check_index_values(name, *s.indices[d], {self.size(d), true}, IndexError::Index,
+                         out_of_bounds(ordinal++, self.size(d)));
   }
   ir::Shape r = lowering::advanced_index_shape(to_shape(self.sizes()), indexed, to_shape(s.index_shape));
   s.result_shape = c10::DimVector(r.begin(), r.end());
@@ -546,7 +567,7 @@ bool any_index(const std::vector<std::optional<at::Tensor>>& indices) {
 
 at::Tensor index_op(const char* name, const at::Tensor& self, const OptionalTensors& raw, at::Tensor* out) {
   c10::DeviceGuard guard(self.device());
-  IndexSetup s = setup_index(self, raw);
+  IndexSetup s = setup_index(name, self, raw);
   if (!any_index(s.indices)) {  // nothing indexed: a copy
     at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), false);
     output.copy_(self);
@@ -605,7 +626,7 @@ at::Tensor& index_put_impl_(at::Tensor& self, const OptionalTensors& raw, const 
                             bool unsafe) {
   c10::DeviceGuard guard(self.device());
   if (!accumulate && put_as_select(self, raw, values)) return self;
-  IndexSetup s = setup_index(self, raw);
+  IndexSetup s = setup_index("index_put_", self, raw);
   TORCH_CHECK(at::is_expandable_to(values.sizes(), s.result_shape), "shape mismatch: value tensor of shape ",
               values.sizes(), " cannot be broadcast to indexing result of shape ", s.result_shape);
   TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes match, "
@@ -651,11 +672,19 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
 
 // ------------------------------------------------------------ take / put_ / index_fill_ / index_reduce
 
+std::function<std::string(int64_t)> flat_out_of_range(int64_t numel) {
+  return [numel](int64_t value) {
+    return "out of range: tried to access index " + std::to_string(value) + " on a tensor of " +
+           std::to_string(numel) + " elements.";
+  };
+}
+
 // take: self read as flat; out-of-range indices clamp (see the file comment).
 at::Tensor take_op(const at::Tensor& self, const at::Tensor& index, at::Tensor* out) {
   TORCH_CHECK(index.scalar_type() == c10::kLong, "take(): Expected a long tensor for index, but got ",
               index.scalar_type());
   TORCH_CHECK_INDEX(self.numel() > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
+  check_index_values("take", index, {self.numel(), true}, IndexError::Index, flat_out_of_range(self.numel()));
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output("take", out, index.sizes(), self.scalar_type(), self.device(), false);
   if (output.numel() == 0) return output;
@@ -681,6 +710,7 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
   TORCH_CHECK(source.numel() == index.numel(), "put_(): Expected source and index to have the same number of "
               "elements, but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
   TORCH_CHECK_INDEX(self.numel() > 0 || index.numel() == 0, "put_(): Tried to put elements into an empty tensor");
+  check_index_values("put_", index, {self.numel(), true}, IndexError::Index, flat_out_of_range(self.numel()));
   if (index.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
   Program p("put_", self.device().index());
@@ -703,6 +733,8 @@ at::Tensor& index_fill_op(at::Tensor& self, int64_t dim, const at::Tensor& index
               value.dim(), " dimension(s).");
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
+  check_index_values("index_fill_", index, {dim_size(self, d), true}, IndexError::Index,
+                     out_of_bounds(d, dim_size(self, d)));
   if (self.numel() == 0 || index.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
   Program p("index_fill_", self.device().index());
@@ -734,6 +766,7 @@ at::Tensor index_reduce_op(const char* name, const at::Tensor& self, int64_t dim
   auto [combiner, mean, identity] = reduction_of(reduce, type);
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
+  check_index_values(name, index, {dim_size(self, d)}, IndexError::Index, index_out_of_range_in_self);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), type, self.device(), inplace);
   if (output.numel() == 0) return output;

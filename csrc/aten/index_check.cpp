@@ -1,0 +1,41 @@
+#include "aten/index_check.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/aminmax.h>
+#include <ATen/ops/stack.h>
+#include <c10/util/Exception.h>
+
+#include "engine/diagnostics.h"
+#include "engine/runtime.h"
+
+namespace tpu::aten {
+
+void check_index_values(const char* op, const at::Tensor& index, const IndexBounds& bounds, IndexError type,
+                        const std::function<std::string(int64_t)>& message) {
+  if (engine::eager_mode() != engine::EagerMode::Debug || !index.defined() || index.numel() == 0) return;
+  at::Tensor values = index.to(at::kLong);
+  if (bounds.ignored) values = values.masked_fill(values.eq(*bounds.ignored), 0);
+  auto [low, high] = at::aminmax(values);
+  at::Tensor extremes = at::stack({low, high}).cpu();  // one read back
+  int64_t lowest = extremes[0].item<int64_t>(), highest = extremes[1].item<int64_t>();
+  int64_t bad;
+  if (highest >= bounds.size)
+    bad = highest;
+  else if (lowest < (bounds.negatives ? -bounds.size : 0))
+    bad = lowest;
+  else
+    return;
+  std::string location = engine::user_location();
+  std::string text = message(bad) + " (torch_tpu debug mode: " + op + (location.empty() ? "" : " at " + location) + ")";
+  if (type == IndexError::Index) TORCH_CHECK_INDEX(false, text);
+  TORCH_CHECK(false, text);
+}
+
+std::function<std::string(int64_t)> out_of_bounds(int64_t dim, int64_t size, std::string prefix) {
+  return [=](int64_t value) {
+    return prefix + "index " + std::to_string(value) + " is out of bounds for dimension " + std::to_string(dim) +
+           " with size " + std::to_string(size);
+  };
+}
+
+}  // namespace tpu::aten
