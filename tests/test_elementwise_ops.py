@@ -570,3 +570,36 @@ def test_zero_tensors_like_cpu():
     assert z.sum().item() == 0.0
     with pytest.raises(RuntimeError, match="ZeroTensors are immutable"):
         z.add_(1)
+
+
+@pytest.mark.parametrize("op", ["floor_divide", "remainder", "fmod", "div_trunc", "floor_divide_scalar",
+                                "remainder_scalar", "floor_divide_"])
+def test_debug_mode_raises_for_integer_division_by_zero_as_cpu_does(op):
+    ops = {
+        "floor_divide": lambda a, b: a // b,
+        "remainder": lambda a, b: a % b,
+        "fmod": lambda a, b: a.fmod(b),
+        "div_trunc": lambda a, b: a.div(b, rounding_mode="trunc"),
+        "floor_divide_scalar": lambda a, b: a // 0,
+        "remainder_scalar": lambda a, b: a.remainder(0),
+        "floor_divide_": lambda a, b: a.floor_divide_(b),
+    }
+    a, b = torch.tensor([7, -7, 2]), torch.tensor([2, 2, 0])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        ops[op](a.clone(), b)
+    ta = a.to("tpu")
+    with torch_tpu.eager_mode("debug"), pytest.raises(RuntimeError, match=r"^ZeroDivisionError \(torch_tpu debug mode"):
+        ops[op](ta, b.to("tpu"))
+    assert_close(ta.cpu(), a)  # nothing written
+    with torch_tpu.eager_mode("debug"):  # float division by zero is inf, as on CPU
+        assert_close((ta.float() // b.to("tpu")).cpu(), a.float() // b)
+
+
+def test_debug_mode_integer_division_without_zero_divisors_runs():
+    a, b = torch.tensor([7, -7, 2]), torch.tensor([2, 3, -3])
+    ta, tb = a.to("tpu"), b.to("tpu")
+    with torch_tpu.eager_mode("debug"):
+        assert_close((ta // tb).cpu(), a // b)
+        assert_close((ta % tb).cpu(), a % b)
+        assert_close(ta.fmod(tb).cpu(), a.fmod(b))
+        assert_close((ta // 2).cpu(), a // 2)

@@ -15,6 +15,7 @@
 #include <limits>
 #include <string>
 
+#include "aten/debug_checks.h"
 #include "aten/op_helpers.h"
 #include "ir/ops.h"
 #include "lowering/types.h"
@@ -95,6 +96,7 @@ at::Tensor divide(const char* name, const at::Tensor& self, const at::Tensor& ot
     op = *mode == "trunc" ? Binary::TruncDiv : Binary::FloorDiv;
     compute = common;
     TORCH_CHECK(compute != c10::kBool, "div with rounding mode is not supported for bool tensors");
+    check_integer_divisor(name, other, common);
   }
   return elementwise(name, {self, other}, lowering::opmath_type(compute), compute,
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) {
@@ -415,8 +417,10 @@ BinaryTypes binary_types(const char* op_name, Binary op, c10::ScalarType common)
 
 at::Tensor binary_op(const char* op_name, Binary op, const at::Tensor& self, const at::Tensor& other,
                      const at::Tensor* out, bool inplace) {
-  BinaryTypes types = binary_types(op_name, op, at::result_type(self, other));
+  c10::ScalarType common = at::result_type(self, other);
+  BinaryTypes types = binary_types(op_name, op, common);
   std::string name = variant(op_name, out, inplace);
+  if (op == Binary::Remainder || op == Binary::FMod) check_integer_divisor(name.c_str(), other, common);
   return elementwise(name.c_str(), {self, other}, types.compute, types.result,
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::binary(g, op, v[0], v[1]); },
                      out, inplace);

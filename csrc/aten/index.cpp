@@ -6,7 +6,7 @@
 // (a check would cost a host sync per op): reads clamp them into range, writes
 // drop them, where CPU PyTorch raises. Only what the host knows is checked
 // (e.g. a non-empty index into an empty dimension). Debug mode reads them back
-// and raises as CPU does (index_check.h).
+// and raises as CPU does (debug_checks.h).
 //
 // Data-dependent shapes (nonzero, masked_select, boolean-mask indexing) run
 // two programs: one counts, the host reads the count, the second one fills a
@@ -31,7 +31,7 @@
 
 #include <limits>
 
-#include "aten/index_check.h"
+#include "aten/debug_checks.h"
 #include "aten/op_helpers.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"

@@ -14,7 +14,7 @@
 
 #include <limits>
 
-#include "aten/index_check.h"
+#include "aten/debug_checks.h"
 #include "aten/op_helpers.h"
 #include "ir/ops.h"
 #include "lowering/elementwise.h"

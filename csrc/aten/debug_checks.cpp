@@ -1,7 +1,9 @@
-#include "aten/index_check.h"
+#include "aten/debug_checks.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/aminmax.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/stack.h>
 #include <c10/util/Exception.h>
 
@@ -10,9 +12,22 @@
 
 namespace tpu::aten {
 
+namespace {
+
+[[noreturn]] void raise(IndexError type, const std::string& message, const char* op) {
+  std::string location = engine::user_location();
+  std::string text = message + " (torch_tpu debug mode: " + op + (location.empty() ? "" : " at " + location) + ")";
+  if (type == IndexError::Index) TORCH_CHECK_INDEX(false, text);
+  TORCH_CHECK(false, text);
+}
+
+bool debug_mode() { return engine::eager_mode() == engine::EagerMode::Debug; }
+
+}  // namespace
+
 void check_index_values(const char* op, const at::Tensor& index, const IndexBounds& bounds, IndexError type,
                         const std::function<std::string(int64_t)>& message) {
-  if (engine::eager_mode() != engine::EagerMode::Debug || !index.defined() || index.numel() == 0) return;
+  if (!debug_mode() || !index.defined() || index.numel() == 0) return;
   at::Tensor values = index.to(at::kLong);
   if (bounds.ignored) values = values.masked_fill(values.eq(*bounds.ignored), 0);
   auto [low, high] = at::aminmax(values);
@@ -25,10 +40,12 @@ void check_index_values(const char* op, const at::Tensor& index, const IndexBoun
     bad = lowest;
   else
     return;
-  std::string location = engine::user_location();
-  std::string text = message(bad) + " (torch_tpu debug mode: " + op + (location.empty() ? "" : " at " + location) + ")";
-  if (type == IndexError::Index) TORCH_CHECK_INDEX(false, text);
-  TORCH_CHECK(false, text);
+  raise(type, message(bad), op);
+}
+
+void check_integer_divisor(const char* op, const at::Tensor& divisor, c10::ScalarType common) {
+  if (!debug_mode() || !c10::isIntegralType(common, /*includeBool=*/true) || divisor.numel() == 0) return;
+  if (divisor.eq(0).any().item<bool>()) raise(IndexError::Runtime, "ZeroDivisionError", op);
 }
 
 std::function<std::string(int64_t)> out_of_bounds(int64_t dim, int64_t size, std::string prefix) {

@@ -1,10 +1,15 @@
-// Debug mode's check of index values. Strict and fused mode do not read indices
-// back (that would cost a host sync per op): on the device, reads clamp an
-// out-of-range index and writes drop it (see index.cpp). Debug mode, which waits
-// for every op anyway, reads each index tensor's extremes first and raises at
-// the op, with the exception type and message CPU PyTorch gives, before
-// anything is written.
+// Debug mode's checks of values, which the other modes leave to the device:
+// they would cost a host read per op, and debug mode waits for every op anyway.
+// Each raises at the op, before anything is written, the exception type and
+// message CPU PyTorch gives, followed by the op and the user's source line.
+//
+// Index values: strict and fused mode clamp an out-of-range index on reads and
+// drop it on writes (see index.cpp). Integer division by zero gives what the
+// plugin's arithmetic gives (XLA:CPU: -1 for a quotient, the dividend for a
+// remainder).
 #pragma once
+
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <functional>
@@ -34,5 +39,10 @@ void check_index_values(const char* op, const at::Tensor& index, const IndexBoun
 
 // CPU's usual message: "index 5 is out of bounds for dimension 0 with size 3".
 std::function<std::string(int64_t)> out_of_bounds(int64_t dim, int64_t size, std::string prefix = "");
+
+// In debug mode, raises CPU's RuntimeError "ZeroDivisionError" when a division in the
+// integer dtype `common` (div with a rounding mode, floor_divide, remainder, fmod) has a
+// zero in `divisor`.
+void check_integer_divisor(const char* op, const at::Tensor& divisor, c10::ScalarType common);
 
 }  // namespace tpu::aten
