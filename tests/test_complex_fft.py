@@ -336,3 +336,17 @@ def test_stft_istft():
     check_grads(fn, x, window, rtol=1e-4, atol=1e-4)
     spec = fn(x, window)
     check(lambda s, w: torch.istft(s, 16, hop_length=4, window=w, length=64), spec, window, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
+def test_angle_of_complex(dtype):
+    z = cmake((16,), dtype=dtype)
+    # the axes, signed zeros and non-finite parts, where atan2's quadrants show
+    special = torch.tensor([complex(-1, 0), complex(-1, -0.0), complex(0, 0), complex(0, -1), complex(-0.0, 0),
+                            complex(float("inf"), 1), complex(-float("inf"), -float("inf")), complex(float("nan"), 1)],
+                           dtype=dtype)
+    for x in (z, special):
+        got = torch.angle(x.to("tpu"))
+        assert got.dtype == torch.angle(x).dtype
+        assert_close(got.cpu(), torch.angle(x), equal_nan=True)
+    check_grads(torch.angle, z)

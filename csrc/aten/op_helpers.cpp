@@ -123,7 +123,7 @@ void check_complex_support(const char* name, c10::ScalarType dtype) {
   static const std::unordered_set<std::string> supported{
       "add", "sub", "mul", "div", "rsub", "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos",
       "log1p", "expm1", "log2", "log10", "reciprocal", "where", "eq", "ne", "sgn", "abs",
-      "conj_physical", "_conj_physical", "complex", "polar", "masked_fill", "tanh_backward"};
+      "conj_physical", "_conj_physical", "complex", "polar", "masked_fill", "tanh_backward", "angle"};
   std::string base(name);
   base = base.substr(0, base.find('.'));
   if (base.size() > 1 && base.back() == '_' && !supported.count(base)) base.pop_back();

@@ -189,10 +189,19 @@ at::Tensor& heaviside_out(const at::Tensor& self, const at::Tensor& values, at::
 
 // ------------------------------------------------------------ angle, frexp
 
+// angle: the argument of a complex value (atan2 of its parts, as std::arg); 0 or pi
+// for a real one, NaN kept.
 at::Tensor angle_op(const at::Tensor& self, const at::Tensor* out) {
-  TORCH_CHECK(!self.is_complex(), "angle: complex tensors are not supported on tpu");
+  const char* name = out != nullptr ? "angle.out" : "angle";
+  if (self.is_complex()) {
+    return elementwise(name, {self}, self.scalar_type(), c10::toRealValueType(self.scalar_type()),
+                       [](ir::Graph& g, const std::vector<ir::Value>& v) {
+                         return ir::binary(g, "stablehlo.atan2", ir::imag(g, v[0]), ir::real(g, v[0]));
+                       },
+                       out);
+  }
   c10::ScalarType result = float_type_for(self.scalar_type());
-  return elementwise(out != nullptr ? "angle.out" : "angle", {self}, lowering::opmath_type(result), result,
+  return elementwise(name, {self}, lowering::opmath_type(result), result,
                      [](ir::Graph& g, const std::vector<ir::Value>& v) { return sp::angle_real(g, v[0]); }, out);
 }
 at::Tensor angle_fn(const at::Tensor& self) { return angle_op(self, nullptr); }
