@@ -14,10 +14,10 @@ namespace tpu::aten {
 
 namespace {
 
-[[noreturn]] void raise(IndexError type, const std::string& message, const char* op) {
+[[noreturn]] void raise(ErrorType type, const std::string& message, const char* op) {
   std::string location = engine::user_location();
   std::string text = message + " (torch_tpu debug mode: " + op + (location.empty() ? "" : " at " + location) + ")";
-  if (type == IndexError::Index) TORCH_CHECK_INDEX(false, text);
+  if (type == ErrorType::Index) TORCH_CHECK_INDEX(false, text);
   TORCH_CHECK(false, text);
 }
 
@@ -25,7 +25,7 @@ bool debug_mode() { return engine::eager_mode() == engine::EagerMode::Debug; }
 
 }  // namespace
 
-void check_index_values(const char* op, const at::Tensor& index, const IndexBounds& bounds, IndexError type,
+void check_index_values(const char* op, const at::Tensor& index, const IndexBounds& bounds, ErrorType type,
                         const std::function<std::string(int64_t)>& message) {
   if (!debug_mode() || !index.defined() || index.numel() == 0) return;
   at::Tensor values = index.to(at::kLong);
@@ -45,7 +45,7 @@ void check_index_values(const char* op, const at::Tensor& index, const IndexBoun
 
 void check_integer_divisor(const char* op, const at::Tensor& divisor, c10::ScalarType common) {
   if (!debug_mode() || !c10::isIntegralType(common, /*includeBool=*/true) || divisor.numel() == 0) return;
-  if (divisor.eq(0).any().item<bool>()) raise(IndexError::Runtime, "ZeroDivisionError", op);
+  if (divisor.eq(0).any().item<bool>()) raise(ErrorType::Runtime, "ZeroDivisionError", op);
 }
 
 std::function<std::string(int64_t)> out_of_bounds(int64_t dim, int64_t size, std::string prefix) {

@@ -28,13 +28,13 @@ struct IndexBounds {
   std::optional<int64_t> ignored;  // a value exempt from the check (nll_loss's ignore_index)
 };
 
-// Python's exception type for an index out of range: CPU raises IndexError for
-// some ops and RuntimeError for others.
-enum class IndexError { Index, Runtime };
+// The Python exception a check raises, as CPU does for the same op: IndexError
+// or RuntimeError (an index out of range raises either, depending on the op).
+enum class ErrorType { Index, Runtime };
 
 // In debug mode, raises when `index` holds a value outside `bounds`;
 // `message(value)` is CPU's message for the offending value.
-void check_index_values(const char* op, const at::Tensor& index, const IndexBounds& bounds, IndexError type,
+void check_index_values(const char* op, const at::Tensor& index, const IndexBounds& bounds, ErrorType type,
                         const std::function<std::string(int64_t)>& message);
 
 // CPU's usual message: "index 5 is out of bounds for dimension 0 with size 3".

@@ -56,6 +56,12 @@ int64_t dim_size(const at::Tensor& self, int64_t dim) { return self.dim() == 0 ?
 
 std::string index_out_of_range_in_self(int64_t) { return "index out of range in self"; }
 
+// Debug mode: `index` picks along dim `d` of self, raising CPU's usual message.
+void check_dim_index(const char* name, const at::Tensor& self, int64_t d, const at::Tensor& index, ErrorType type,
+                     const std::string& prefix = "") {
+  check_index_values(name, index, {dim_size(self, d)}, type, out_of_bounds(d, dim_size(self, d), prefix));
+}
+
 // A non-empty index into an empty dimension can only be out of range.
 void check_not_empty(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   int64_t size = self.dim() == 0 ? 1 : self.size(dim);
@@ -82,7 +88,7 @@ at::Tensor gather_op(const char* name, const at::Tensor& self, int64_t dim, cons
   }
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
-  check_index_values(name, index, {dim_size(self, d)}, IndexError::Runtime, out_of_bounds(d, dim_size(self, d)));
+  check_dim_index(name, self, d, index, ErrorType::Runtime);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, m.sizes(), m.scalar_type(), self.device(), false);
   if (output.numel() == 0) return output;
@@ -128,7 +134,7 @@ at::Tensor index_select_op(const char* name, const at::Tensor& self, int64_t dim
   int64_t d = wrap_dim(dim, self);
   TORCH_CHECK(index.numel() == 0 || self.dim() == 0 || self.size(d) > 0,
               "index_select(): self indexing axis dim should be positive");
-  check_index_values(name, index, {dim_size(self, d)}, IndexError::Index, index_out_of_range_in_self);
+  check_index_values(name, index, {dim_size(self, d)}, ErrorType::Index, index_out_of_range_in_self);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, sizes, dtype, self.device(), false);
   if (output.numel() == 0) return output;
@@ -165,7 +171,7 @@ at::Tensor scatter_op(const char* name, const at::Tensor& self, int64_t dim, con
     at::scatter(meta(self), dim, meta(index), value);
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
-  check_index_values(name, index, {dim_size(self, d)}, IndexError::Runtime, out_of_bounds(d, dim_size(self, d)));
+  check_dim_index(name, self, d, index, ErrorType::Runtime);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), inplace);
   if (output.numel() == 0) return output;
@@ -280,7 +286,7 @@ at::Tensor scatter_reduce_two_op(const char* name, const at::Tensor& self, int64
   auto [combiner, mean, identity] = reduction_of(reduce, type);
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
-  check_index_values(name, index, {dim_size(self, d)}, IndexError::Runtime, out_of_bounds(d, dim_size(self, d)));
+  check_dim_index(name, self, d, index, ErrorType::Runtime);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), type, self.device(), inplace);
   if (output.numel() == 0) return output;
@@ -323,10 +329,9 @@ at::Tensor index_combine_op(const char* name, bool add, const at::Tensor& self, 
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
   if (add)
-    check_index_values(name, index, {dim_size(self, d)}, IndexError::Runtime, out_of_bounds(d, dim_size(self, d)));
+    check_dim_index(name, self, d, index, ErrorType::Runtime);
   else
-    check_index_values(name, index, {dim_size(self, d)}, IndexError::Index,
-                       out_of_bounds(d, dim_size(self, d), "index_copy_(): "));
+    check_dim_index(name, self, d, index, ErrorType::Index, "index_copy_(): ");
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), inplace);
   if (output.numel() == 0) return output;
@@ -539,7 +544,7 @@ IndexSetup setup_index(const char* name, const at::Tensor& self, const OptionalT
   // CPU's message numbers an index among the index tensors, not among self's dims.
   for (size_t d = 0, ordinal = 0; d < s.indices.size(); ++d) {
     if (s.indices[d])
-      check_index_values(name, *s.indices[d], {self.size(d), true}, IndexError::Index,
+      check_index_values(name, *s.indices[d], {self.size(d), true}, ErrorType::Index,
                          out_of_bounds(ordinal++, self.size(d)));
   }
   ir::Shape r = lowering::advanced_index_shape(to_shape(self.sizes()), indexed, to_shape(s.index_shape));
@@ -684,7 +689,7 @@ at::Tensor take_op(const at::Tensor& self, const at::Tensor& index, at::Tensor* 
   TORCH_CHECK(index.scalar_type() == c10::kLong, "take(): Expected a long tensor for index, but got ",
               index.scalar_type());
   TORCH_CHECK_INDEX(self.numel() > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
-  check_index_values("take", index, {self.numel(), true}, IndexError::Index, flat_out_of_range(self.numel()));
+  check_index_values("take", index, {self.numel(), true}, ErrorType::Index, flat_out_of_range(self.numel()));
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output("take", out, index.sizes(), self.scalar_type(), self.device(), false);
   if (output.numel() == 0) return output;
@@ -710,7 +715,7 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
   TORCH_CHECK(source.numel() == index.numel(), "put_(): Expected source and index to have the same number of "
               "elements, but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
   TORCH_CHECK_INDEX(self.numel() > 0 || index.numel() == 0, "put_(): Tried to put elements into an empty tensor");
-  check_index_values("put_", index, {self.numel(), true}, IndexError::Index, flat_out_of_range(self.numel()));
+  check_index_values("put_", index, {self.numel(), true}, ErrorType::Index, flat_out_of_range(self.numel()));
   if (index.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
   Program p("put_", self.device().index());
@@ -733,7 +738,7 @@ at::Tensor& index_fill_op(at::Tensor& self, int64_t dim, const at::Tensor& index
               value.dim(), " dimension(s).");
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
-  check_index_values("index_fill_", index, {dim_size(self, d), true}, IndexError::Index,
+  check_index_values("index_fill_", index, {dim_size(self, d), true}, ErrorType::Index,
                      out_of_bounds(d, dim_size(self, d)));
   if (self.numel() == 0 || index.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
@@ -766,7 +771,7 @@ at::Tensor index_reduce_op(const char* name, const at::Tensor& self, int64_t dim
   auto [combiner, mean, identity] = reduction_of(reduce, type);
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
-  check_index_values(name, index, {dim_size(self, d)}, IndexError::Index, index_out_of_range_in_self);
+  check_index_values(name, index, {dim_size(self, d)}, ErrorType::Index, index_out_of_range_in_self);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), type, self.device(), inplace);
   if (output.numel() == 0) return output;

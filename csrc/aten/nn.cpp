@@ -405,7 +405,7 @@ std::tuple<at::Tensor, at::Tensor> nll_forward_op(const char* name, bool is_2d, 
                                                   const at::Tensor& target, const OptTensor& weight, int64_t reduction,
                                                   int64_t ignore_index, at::Tensor* out, at::Tensor* total) {
   check_nll(name, is_2d, self, target, weight);
-  check_index_values(name, target, {self.size(self.dim() == 1 ? 0 : 1), false, ignore_index}, IndexError::Index,
+  check_index_values(name, target, {self.size(self.dim() == 1 ? 0 : 1), false, ignore_index}, ErrorType::Index,
                      [](int64_t value) { return "Target " + std::to_string(value) + " is out of bounds."; });
   Reduction red = reduction_of(reduction);
   c10::DeviceGuard guard(self.device());
