@@ -26,7 +26,7 @@ bool debug_mode() { return engine::eager_mode() == engine::EagerMode::Debug; }
 }  // namespace
 
 void check_index_values(const char* op, const at::Tensor& index, const IndexBounds& bounds, ErrorType type,
-                        const std::function<std::string(int64_t)>& message) {
+                        c10::function_ref<std::string(int64_t)> message) {
   if (!debug_mode() || !index.defined() || index.numel() == 0) return;
   at::Tensor values = index.to(at::kLong);
   if (bounds.ignored) values = values.masked_fill(values.eq(*bounds.ignored), 0);
@@ -48,11 +48,9 @@ void check_integer_divisor(const char* op, const at::Tensor& divisor, c10::Scala
   if (divisor.eq(0).any().item<bool>()) raise(ErrorType::Runtime, "ZeroDivisionError", op);
 }
 
-std::function<std::string(int64_t)> out_of_bounds(int64_t dim, int64_t size, std::string prefix) {
-  return [=](int64_t value) {
-    return prefix + "index " + std::to_string(value) + " is out of bounds for dimension " + std::to_string(dim) +
-           " with size " + std::to_string(size);
-  };
+std::string OutOfBounds::operator()(int64_t value) const {
+  return prefix + ("index " + std::to_string(value)) + " is out of bounds for dimension " + std::to_string(dim) +
+         " with size " + std::to_string(size);
 }
 
 }  // namespace tpu::aten

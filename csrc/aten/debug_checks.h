@@ -11,8 +11,9 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <c10/util/FunctionRef.h>
+
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 
@@ -34,11 +35,17 @@ enum class ErrorType { Index, Runtime };
 
 // In debug mode, raises when `index` holds a value outside `bounds`;
 // `message(value)` is CPU's message for the offending value.
+// (A function_ref: the ops call this in every mode, and building the message
+// costs nothing until an index is out of range.)
 void check_index_values(const char* op, const at::Tensor& index, const IndexBounds& bounds, ErrorType type,
-                        const std::function<std::string(int64_t)>& message);
+                        c10::function_ref<std::string(int64_t)> message);
 
 // CPU's usual message: "index 5 is out of bounds for dimension 0 with size 3".
-std::function<std::string(int64_t)> out_of_bounds(int64_t dim, int64_t size, std::string prefix = "");
+struct OutOfBounds {
+  int64_t dim, size;
+  const char* prefix = "";
+  std::string operator()(int64_t value) const;
+};
 
 // In debug mode, raises CPU's RuntimeError "ZeroDivisionError" when a division in the
 // integer dtype `common` (div with a rounding mode, floor_divide, remainder, fmod) has a

@@ -58,8 +58,8 @@ std::string index_out_of_range_in_self(int64_t) { return "index out of range in 
 
 // Debug mode: `index` picks along dim `d` of self, raising CPU's usual message.
 void check_dim_index(const char* name, const at::Tensor& self, int64_t d, const at::Tensor& index, ErrorType type,
-                     const std::string& prefix = "") {
-  check_index_values(name, index, {dim_size(self, d)}, type, out_of_bounds(d, dim_size(self, d), prefix));
+                     const char* prefix = "") {
+  check_index_values(name, index, {dim_size(self, d)}, type, OutOfBounds{d, dim_size(self, d), prefix});
 }
 
 // A non-empty index into an empty dimension can only be out of range.
@@ -545,7 +545,7 @@ IndexSetup setup_index(const char* name, const at::Tensor& self, const OptionalT
   for (size_t d = 0, ordinal = 0; d < s.indices.size(); ++d) {
     if (s.indices[d])
       check_index_values(name, *s.indices[d], {self.size(d), true}, ErrorType::Index,
-                         out_of_bounds(ordinal++, self.size(d)));
+                         OutOfBounds{static_cast<int64_t>(ordinal++), self.size(d)});
   }
   ir::Shape r = lowering::advanced_index_shape(to_shape(self.sizes()), indexed, to_shape(s.index_shape));
   s.result_shape = c10::DimVector(r.begin(), r.end());
@@ -677,7 +677,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
 
 // ------------------------------------------------------------ take / put_ / index_fill_ / index_reduce
 
-std::function<std::string(int64_t)> flat_out_of_range(int64_t numel) {
+auto flat_out_of_range(int64_t numel) {
   return [numel](int64_t value) {
     return "out of range: tried to access index " + std::to_string(value) + " on a tensor of " +
            std::to_string(numel) + " elements.";
@@ -739,7 +739,7 @@ at::Tensor& index_fill_op(at::Tensor& self, int64_t dim, const at::Tensor& index
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
   check_index_values("index_fill_", index, {dim_size(self, d), true}, ErrorType::Index,
-                     out_of_bounds(d, dim_size(self, d)));
+                     OutOfBounds{d, dim_size(self, d)});
   if (self.numel() == 0 || index.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
   Program p("index_fill_", self.device().index());

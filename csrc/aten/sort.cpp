@@ -523,9 +523,8 @@ at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min
   if (data_range) {
     // The data's finite range (NaNs ignored, as ATen's aminmax of the input).
     if (integral) {
-      constexpr int64_t kTop = std::numeric_limits<int64_t>::max(), kBottom = std::numeric_limits<int64_t>::min();
-      left = ir::reduce(g, x, ir::constant_int(g, acc, kTop), {0}, ir::Combiner::Min);
-      right = ir::reduce(g, x, ir::constant_int(g, acc, kBottom), {0}, ir::Combiner::Max);
+      left = lowering::amin(g, x, {0}, false);
+      right = lowering::amax(g, x, {0}, false);
     } else {
       ir::Value nan = lowering::is_nan(g, x);
       ir::Value inf = ir::full(g, acc, std::numeric_limits<double>::infinity(), {n});
