@@ -110,13 +110,13 @@ def tiny_config(model_type):
     # rotary dims, per-layer lists) follows.
     sizes = {name: value for name, value in TINY.items()
              if getattr(default, name, None) is not None and not _read_only(default, name)}
+    # None means "derive it", but some models read head_dim / num_key_value_heads as they are.
     if getattr(default, "qk_rope_head_dim", None) is not None:
         sizes.pop("head_dim", None)  # latent attention derives it from the rotary and other dims
-    for name in ("head_dim", "num_key_value_heads"):  # None means "derive it", but some models read it as is
-        if name in sizes or not hasattr(default, name) or getattr(default, name) is not None:
-            continue
-        if name != "head_dim" or "qk_rope_head_dim" not in sizes:
-            sizes[name] = TINY[name]
+    elif hasattr(default, "head_dim") and default.head_dim is None:
+        sizes["head_dim"] = TINY["head_dim"]
+    if hasattr(default, "num_key_value_heads") and default.num_key_value_heads is None:
+        sizes["num_key_value_heads"] = TINY["num_key_value_heads"]
     if getattr(default, "num_key_value_heads", None) == getattr(default, "num_attention_heads", 0):
         sizes["num_key_value_heads"] = TINY["num_attention_heads"]  # multi-head attention stays so
     sizes.update(_layer_pattern(default, sizes.get("num_hidden_layers")))
