@@ -1,9 +1,11 @@
-# The two commands: `make demo` and `make test`; `make bench` runs the modes
-# benchmark. Each sets up .venv on first use (idempotently), builds the C++
-# core incrementally, then runs.
+# The two commands: `make demo` and `make test`; `make bench` runs the
+# modes benchmark. Each sets up .venv on first use (idempotently), builds the C++
+# core incrementally (objects kept in build/temp: an unchanged tree compiles
+# nothing), then runs.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
+EDITABLE := $(VENV)/.editable-installed
 BENCH_STAMP := $(VENV)/.bench-requirements-installed
 # e.g. make bench BENCH_ARGS='--workloads mlp gpt-tiny --modes cpu strict --steps 10'
 BENCH_ARGS ?=
@@ -16,13 +18,20 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install -q -r requirements.txt
 	touch $(STAMP)
 
-build: $(STAMP)
+# The editable install (package metadata, entry points) once per change of the
+# packaging files; after that only the extension is rebuilt, by ninja.
+$(EDITABLE): $(STAMP) setup.py pyproject.toml
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
+	touch $(EDITABLE)
+
+build: $(EDITABLE)
+	$(PY) setup.py -q build_ext --inplace
 
 demo: build
 	$(PY) examples/demo.py
 
 test: build
+	$(PY) tools/check_layers.py
 	$(PY) -m pytest -q tests
 
 $(BENCH_STAMP): bench/requirements.txt $(STAMP)
@@ -34,4 +43,4 @@ bench: build $(BENCH_STAMP)
 	$(PY) bench/modes.py $(BENCH_ARGS)
 
 clean:
-	rm -rf build torch_tpu/*.so *.egg-info
+	rm -rf build torch_tpu/*.so *.egg-info $(EDITABLE)

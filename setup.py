@@ -1,8 +1,9 @@
 """Build of torch_tpu: the C++ core (csrc/) as the extension torch_tpu._C.
 
-Built with torch's cpp_extension (ninja, incremental) against the installed
-torch. The PJRT C API header comes from the xla-cpu-pjrt package, which ships
-it; TORCH_TPU_PJRT_INCLUDE overrides where it is looked for.
+Built with torch's cpp_extension (ninja, incremental in build/temp) against
+the installed torch, without debug info. The PJRT C API header comes from the
+xla-cpu-pjrt package, which ships it; TORCH_TPU_PJRT_INCLUDE overrides where it
+is looked for.
 """
 import glob
 import importlib.util
@@ -38,6 +39,18 @@ if "CXX" not in os.environ and shutil.which("ccache") and os.path.exists("/usr/l
     os.environ.setdefault("CCACHE_NOHASHDIR", "1")
 
 here = os.path.dirname(os.path.abspath(__file__))
+
+
+class PersistentBuild(BuildExtension.with_options(use_ninja=True)):
+    """Compiles in build/temp under the checkout whatever command asked
+    (pip's editable install would use a fresh temporary directory): ninja then
+    rebuilds only what changed, and an unchanged tree compiles nothing."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.build_temp = os.path.join(here, "build", "temp")
+
+
 sources = sorted(glob.glob(os.path.join("csrc", "*", "*.cpp")))
 
 setup(
@@ -46,9 +59,10 @@ setup(
             "torch_tpu._C",
             sources,
             include_dirs=[os.path.join(here, "csrc"), pjrt_include_dir()],
-            extra_compile_args=["-O2", "-std=c++20", "-Wall", "-Wno-unused-parameter", "-fvisibility=hidden"],
+            # -g0 last: Python's own flags carry -g, which makes the extension ~120 MB.
+            extra_compile_args=["-O2", "-std=c++20", "-Wall", "-Wno-unused-parameter", "-fvisibility=hidden", "-g0"],
             libraries=["dl"],
         )
     ],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": PersistentBuild},
 )

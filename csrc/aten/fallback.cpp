@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "aten/fusion.h"
 #include "engine/metrics.h"
+#include "engine/pending_graph.h"
 
 namespace tpu::aten {
 namespace {
@@ -31,7 +31,7 @@ std::string count_fallback(const c10::OperatorHandle& op, const char* missing) {
 
 void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* missing) {
   count_fallback(op, missing);
-  CutReasonScope reason(Cut::Fallback);  // in fused mode, reading the operands cuts the pending graph
+  engine::CutReasonScope reason(engine::Cut::Fallback);  // in fused mode, reading the operands cuts the pending graph
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 
@@ -67,7 +67,7 @@ void cpu_fallback_for_complex(const c10::OperatorHandle& op, torch::jit::Stack* 
 // op writes (out=, in-place) get the CPU results copied back.
 void cpu_fallback_for_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = count_fallback(op, " for sparse tensors");
-  CutReasonScope reason(Cut::Fallback);
+  engine::CutReasonScope reason(engine::Cut::Fallback);
   const auto& schema = op.schema();
   std::optional<c10::Device> device;
   std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (tpu operand, its CPU stand-in)

@@ -19,7 +19,6 @@
 #include <mutex>
 #include <torch/library.h>
 
-#include "aten/memory.h"
 #include "aten/program.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
@@ -27,6 +26,7 @@
 #include "lowering/types.h"
 #include "lowering/view.h"
 #include "runtime/device.h"
+#include "runtime/device_allocator.h"
 
 namespace tpu::aten {
 namespace {
@@ -58,7 +58,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   c10::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
   c10::DeviceGuard guard(target_device(device));
   check_dtype(type);
-  return at::detail::empty_generic(size, tpu_allocator(), kTpuKeys, type, memory_format);
+  return at::detail::empty_generic(size, runtime::tpu_allocator(), kTpuKeys, type, memory_format);
 }
 
 // A tensor of zeros that holds no memory (autograd's zero gradients, e.g.
@@ -89,7 +89,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   c10::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
   c10::DeviceGuard guard(target_device(device));
   check_dtype(type);
-  return at::detail::empty_strided_generic(size, stride, tpu_allocator(), kTpuKeys, type);
+  return at::detail::empty_strided_generic(size, stride, runtime::tpu_allocator(), kTpuKeys, type);
 }
 
 // A contiguous CPU copy of a tpu tensor's elements (shape and dtype of `src`).
@@ -98,8 +98,8 @@ at::Tensor to_cpu(const at::Tensor& src) {
   if (is_chalf(src)) return at::view_as_complex(to_cpu(raw_pairs(src)));
   at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
   if (src.numel() == 0) return host;
-  StorageValue* value = storage_value(src.storage());
-  materialize(value);
+  engine::StorageValue* value = runtime::storage_value(src.storage());
+  engine::materialize(value);
   engine::BufferRef buffer;
   bool direct = value->buffer && value->dtype == lowering::to_ir(src.scalar_type()) &&
                 src.storage_offset() == 0 && src.is_contiguous() && value->numel() == src.numel();
@@ -112,7 +112,7 @@ at::Tensor to_cpu(const at::Tensor& src) {
   }
   try {
     engine::Runtime::get().download(*buffer, host.data_ptr(), host.nbytes());
-  } catch (const pjrt::Error& e) {
+  } catch (const engine::Error& e) {
     TORCH_CHECK(false, "torch_tpu: reading a tpu tensor of shape ", src.sizes(), " (", src.scalar_type(),
                 ") failed: ", e.what());
   }
@@ -135,24 +135,24 @@ void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
   bool complex = ir::is_complex(dtype);
   ir::DType wire = ir::complex_part(dtype);
   int64_t count = complex ? 2 * host.numel() : host.numel();
-  StorageValue* value = storage_value(dst.storage());
-  // A whole storage is uploaded in the tensor's shape (see StorageValue::buffer_shape).
+  engine::StorageValue* value = runtime::storage_value(dst.storage());
+  // A whole storage is uploaded in the tensor's shape (see engine::StorageValue::buffer_shape).
   bool whole = !complex && covers_whole_storage(dst);
   ir::Shape shape = whole && dst.dim() >= 2 ? ir::Shape(dst.sizes().begin(), dst.sizes().end()) : ir::Shape{count};
   engine::BufferRef buffer;
   try {
     buffer = engine::Runtime::get().upload(host.data_ptr(), wire, shape, device);
-  } catch (const pjrt::Error& e) {
+  } catch (const engine::Error& e) {
     TORCH_CHECK(false, "torch_tpu: copying a tensor of shape ", dst.sizes(), " (", dst.scalar_type(),
                 ") to tpu failed: ", e.what());
   }
   if (whole) {  // the upload is the new storage value: no program needed
-    set_buffer(value, std::move(buffer), ir::Type{dtype, shape});
+    engine::set_buffer(value, std::move(buffer), ir::Type{dtype, shape});
     return;
   }
   Program p("copy_", device);
   ir::Value v = p.bind(buffer, ir::Type{wire, {count}});
-  if (complex) v = lowering::reinterpret(p.graph(), v, dtype);
+  if (complex) v = ir::reinterpret(p.graph(), v, dtype);
   p.write(dst, ir::reshape(p.graph(), v, ir::Shape(dst.sizes().begin(), dst.sizes().end())));
   p.run();
 }
@@ -214,32 +214,6 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   return to_cpu_logical(self).resolve_conj().resolve_neg().item();
 }
 
-}  // namespace
-
-// Gives a tpu storage a new size in bytes, keeping its content (as far as it fits).
-void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
-  StorageValue* old_value = storage_value(storage);
-  c10::DeviceGuard guard(storage.device());
-  c10::DataPtr fresh = tpu_allocator()->allocate(nbytes);
-  auto* value = static_cast<StorageValue*>(fresh.get_context());
-  if (old_value != nullptr) materialize(old_value);
-  if (old_value != nullptr && old_value->buffer) {
-    // Content is kept byte-wise: reinterpret as bytes and pad.
-    Program p("resize_", old_value->device);
-    ir::Value old = flat_storage_value(p.graph(), p.bind(old_value->buffer, old_value->buffer_type()));
-    ir::Value bytes = lowering::reinterpret(p.graph(), old, ir::DType::U8);
-    int64_t have = p.graph().type(bytes).shape[0], want = static_cast<int64_t>(nbytes);
-    ir::Value resized = want >= have ? ir::pad(p.graph(), bytes, ir::constant(p.graph(), ir::DType::U8, 0), {0},
-                                               {want - have})
-                                     : ir::slice(p.graph(), bytes, {0}, {want});
-    if (value != nullptr) value->hold(p.run_for_result(resized), ir::Type{ir::DType::U8, {want}});
-  }
-  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
-  storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
-}
-
-namespace {
-
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size_sym,
                           std::optional<c10::MemoryFormat> memory_format) {
   auto size = C10_AS_INTARRAYREF_SLOW(size_sym);
@@ -248,7 +222,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size_sym,
   if (memory_format) impl->empty_tensor_restride(*memory_format);
   size_t needed = at::detail::computeStorageNbytes(size, impl->strides(), self.element_size(),
                                                    impl->storage_offset());
-  if (needed > self.storage().nbytes()) resize_storage_bytes(self.storage(), needed);
+  if (needed > self.storage().nbytes()) runtime::resize_storage_bytes(self.storage(), needed);
   return self;
 }
 
@@ -266,7 +240,7 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c
   }
   impl->set_sizes_and_strides(size, strides);
   size_t needed = at::detail::computeStorageNbytes(size, strides, self.element_size(), offset);
-  if (needed > self.storage().nbytes()) resize_storage_bytes(self.storage(), needed);
+  if (needed > self.storage().nbytes()) runtime::resize_storage_bytes(self.storage(), needed);
   return self;
 }
 
@@ -287,7 +261,7 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
 }
 
 at::Tensor& set_empty(at::Tensor& self) {
-  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, tpu_allocator(), true);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, runtime::tpu_allocator(), true);
   return set_storage(self, std::move(storage), 0, {0}, {});
 }
 

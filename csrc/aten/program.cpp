@@ -121,8 +121,8 @@ void Program::check_outputs(const std::vector<engine::BufferRef>& outputs) const
   // Debug mode: wait here, so a device error surfaces at the op that caused it.
   for (const auto& buffer : outputs) {
     try {
-      buffer->ready_event()->await();
-    } catch (const pjrt::Error& e) {
+      engine::await_ready(buffer);
+    } catch (const engine::Error& e) {
       TORCH_CHECK(false, "torch_tpu: ", op_name_, "(", operands(), ") failed on the device", where_in_user_code(),
                   ": ", e.what());
     }
@@ -180,7 +180,7 @@ at::Tensor scalar_to_device(const at::Tensor& scalar, int device) {
                                    c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
   ir::DType dtype = lowering::to_ir(scalar.scalar_type());
   at::Tensor contiguous = scalar.resolve_conj().resolve_neg().contiguous();
-  set_buffer(storage_value(t.storage()),
+  engine::set_buffer(runtime::storage_value(t.storage()),
              scalar_cache().get(device, dtype, contiguous.const_data_ptr(), /*as_storage=*/true),
              ir::Type{dtype, {1}});
   return t;
@@ -195,7 +195,7 @@ void Program::check_device(const at::Tensor& t) const {
 }
 
 ir::Value Program::bind(const engine::BufferRef& buffer, const ir::Type& type) {
-  arguments_.push_back(ProgramArgument{buffer, nullptr, type});
+  arguments_.push_back(engine::ProgramArgument{buffer, nullptr, type});
   return graph_.parameter(type);
 }
 
@@ -236,7 +236,7 @@ c10::Scalar cpu_scalar_value(const at::Tensor& t) {
   return t.item();
 }
 
-Program::StorageState* Program::find_storage(StorageValue* value) {
+Program::StorageState* Program::find_storage(engine::StorageValue* value) {
   constexpr size_t kScanned = 16;
   if (storages_.size() <= kScanned) {
     for (StorageState& s : storages_)
@@ -256,19 +256,19 @@ Program::StorageState& Program::add_storage(StorageState&& state) {
 }
 
 Program::StorageState& Program::state_for(const at::Tensor& t) {
-  StorageValue* value = storage_value(t.storage());
+  engine::StorageValue* value = runtime::storage_value(t.storage());
   TORCH_INTERNAL_ASSERT(value != nullptr, "tpu tensor without a tpu storage");
   if (StorageState* known = find_storage(value)) return *known;
   StorageState state{t.storage(), value, {}, false};
   ir::DType dtype;
-  if (fused_mode() ? has_content(value, &dtype) : (dtype = value->dtype, value->buffer != nullptr)) {
+  if (engine::fused_mode() ? engine::has_content(value, &dtype) : (dtype = value->dtype, value->buffer != nullptr)) {
     // Fused mode resolves the storage's value (a buffer or a pending node, flat) when
     // appending; otherwise the program reads the buffer in its own shape.
-    ir::Type type = fused_mode() ? ir::Type{dtype, {static_cast<int64_t>(value->nbytes) / ir::byte_width(dtype)}}
+    ir::Type type = engine::fused_mode() ? ir::Type{dtype, {static_cast<int64_t>(value->nbytes) / ir::byte_width(dtype)}}
                                  : value->buffer_type();
     state.parameter = static_cast<int>(arguments_.size());
-    arguments_.push_back(ProgramArgument{fused_mode() ? nullptr : value->buffer, value, type});
-    state.current = flat_storage_value(graph_, graph_.parameter(type));
+    arguments_.push_back(engine::ProgramArgument{engine::fused_mode() ? nullptr : value->buffer, value, type});
+    state.current = engine::flat_storage_value(graph_, graph_.parameter(type));
   } else {  // never written: any content is valid, zeros are deterministic
     ir::DType dtype = lowering::to_ir(t.scalar_type());
     value->dtype = value->nbytes % ir::byte_width(dtype) == 0 ? dtype : ir::DType::U8;
@@ -290,7 +290,7 @@ ir::Value Program::read(const at::Tensor& t) {
   ir::Shape sizes(t.sizes().begin(), t.sizes().end());
   if (t.numel() == 0) return ir::full(graph_, dtype, 0, sizes);
   StorageState& state = state_for(t);
-  ir::Value storage = lowering::reinterpret(graph_, state.current, dtype);
+  ir::Value storage = ir::reinterpret(graph_, state.current, dtype);
   if (t.is_contiguous())
     return lowering::read_contiguous(graph_, storage, sizes, t.storage_offset(), dynamic_offset(t));
   lowering::StridedView view{sizes, ir::Shape(t.strides().begin(), t.strides().end()),
@@ -326,7 +326,7 @@ void Program::write(const at::Tensor& dst, ir::Value v) {
               "memory location. Please clone() the tensor before performing the operation.");
   v = ir::convert(graph_, v, dtype);
   if (covers_whole_storage(dst)) {
-    StorageValue* value = storage_value(dst.storage());
+    engine::StorageValue* value = runtime::storage_value(dst.storage());
     StorageState* known = find_storage(value);
     // Old content not needed: no parameter.
     StorageState& state = known != nullptr ? *known : add_storage(StorageState{dst.storage(), value, {}, false});
@@ -335,7 +335,7 @@ void Program::write(const at::Tensor& dst, ir::Value v) {
     return;
   }
   StorageState& state = state_for(dst);
-  ir::Value storage = lowering::reinterpret(graph_, state.current, dtype);
+  ir::Value storage = ir::reinterpret(graph_, state.current, dtype);
   lowering::StridedView view{sizes, ir::Shape(dst.strides().begin(), dst.strides().end()),
                              dst.storage_offset()};
   state.current = lowering::write_strided(graph_, storage, v, view, dynamic_offset(dst));
@@ -343,12 +343,12 @@ void Program::write(const at::Tensor& dst, ir::Value v) {
 }
 
 std::vector<engine::BufferRef> Program::run() {
-  if (!fused_mode()) return run_now();
-  c10::SmallVector<std::pair<StorageValue*, ir::Value>, 4> written;
+  if (!engine::fused_mode()) return run_now();
+  c10::SmallVector<std::pair<engine::StorageValue*, ir::Value>, 4> written;
   for (auto& s : storages_)
     if (s.written) written.emplace_back(s.value, s.current);
   if (written.empty() && results_.empty()) return {};
-  return defer(device_, op_name_, std::move(graph_), arguments_, written, results_);
+  return engine::defer(device_, op_name_, std::move(graph_), arguments_, written, results_);
 }
 
 std::vector<engine::BufferRef> Program::run_now() {
@@ -358,13 +358,13 @@ std::vector<engine::BufferRef> Program::run_now() {
     int output = static_cast<int>(graph_.num_outputs());
     // An old buffer that was read keeps its shape, for donation.
     const ir::Shape* keep = s.parameter >= 0 ? &arguments_[s.parameter].type.shape : nullptr;
-    ir::Value result = storage_result(graph_, s.current, keep);
+    ir::Value result = engine::storage_result(graph_, s.current, keep);
     graph_.add_output(result);
     written.push_back(&s);
     // An in-place update donates the old buffer when only this program and
     // the storage hold it, so updating a tensor does not double its memory.
     if (s.parameter >= 0) {
-      const ProgramArgument& old = arguments_[s.parameter];
+      const engine::ProgramArgument& old = arguments_[s.parameter];
       if (old.buffer.use_count() == 2 && s.value->buffer == old.buffer && old.type == graph_.type(result))
         graph_.alias_output(s.parameter, output);
     }
@@ -378,7 +378,7 @@ std::vector<engine::BufferRef> Program::run_now() {
   engine::LaunchInfo info;
   try {
     outputs = engine::Runtime::get().execute(graph_, args, device_, &info);
-  } catch (const pjrt::Error& e) {
+  } catch (const engine::Error& e) {
     TORCH_CHECK(false, "torch_tpu: ", op_name_, "(", operands(), ") failed: ", e.what());
   }
   if (engine::eager_mode() == engine::EagerMode::Debug) check_outputs(outputs);

@@ -9,9 +9,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "aten/fusion.h"
-#include "aten/storage.h"
+#include "engine/pending_graph.h"
 #include "ir/graph.h"
+#include "runtime/device_allocator.h"
 
 namespace tpu::aten {
 
@@ -59,7 +59,7 @@ class Program {
  private:
   struct StorageState {
     c10::Storage storage;   // keeps the storage alive while the program is built
-    StorageValue* value;
+    engine::StorageValue* value;
     ir::Value current;      // the storage's value as of now in the program
     bool written = false;
     int parameter = -1;     // position of the storage's old value among the parameters
@@ -75,7 +75,7 @@ class Program {
   ir::Graph graph_;
   std::vector<engine::BufferRef> run_now();
   // Inline capacities fit a plain op (two reads, one write): no allocation.
-  c10::SmallVector<ProgramArgument, 4> arguments_;  // by parameter position
+  c10::SmallVector<engine::ProgramArgument, 4> arguments_;  // by parameter position
   c10::SmallVector<ir::Value, 2> results_;
   // CPU scalars read so far, by tensor identity (held, so no other tensor takes
   // the address): a batch reads a foreach op's one wrapped number once per
@@ -106,8 +106,8 @@ class Program {
   // Storages read or written, in first-use order. Most programs touch a few,
   // found by a scan; a batch indexes them once it grows.
   c10::SmallVector<StorageState, 4> storages_;
-  std::unordered_map<StorageValue*, size_t> storage_index_;
-  StorageState* find_storage(StorageValue* value);
+  std::unordered_map<engine::StorageValue*, size_t> storage_index_;
+  StorageState* find_storage(engine::StorageValue* value);
   StorageState& add_storage(StorageState&& state);
 };
 

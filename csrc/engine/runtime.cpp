@@ -155,6 +155,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+void await_ready(const BufferRef& buffer) { buffer->ready_event()->await(); }
+
 pjrt::ElementType element_type(ir::DType dtype) {
   using E = pjrt::ElementType;
   switch (dtype) {

@@ -18,6 +18,10 @@
 namespace tpu::engine {
 
 using BufferRef = std::shared_ptr<pjrt::Buffer>;
+// What the runtime throws when the plugin fails; layers above catch this name.
+using Error = pjrt::Error;
+// Blocks until `buffer`'s value is computed; throws Error if its program failed.
+void await_ready(const BufferRef& buffer);
 
 // Per-device tables (memory counters, pending graphs, storage addresses) hold this many devices.
 constexpr int kMaxDevices = 64;

@@ -139,6 +139,46 @@ Value reshape(Graph& g, Value x, const Shape& shape) {
   return g.add("stablehlo.reshape", {x}, Type{t.dtype, shape});
 }
 
+Value reinterpret(Graph& g, Value storage, DType dtype) {
+  const Type& t = g.type(storage);
+  if (t.dtype == dtype) return storage;
+  // Booleans are stored one byte each with values 0/1: convert, don't bitcast.
+  if (t.dtype == DType::Pred) return reinterpret(g, convert(g, storage, DType::U8), dtype);
+  if (dtype == DType::Pred) return convert(g, reinterpret(g, storage, DType::U8), dtype);
+  // XLA cannot bitcast complex elements: a complex storage is seen as pairs of
+  // its real part type (c64[n] <-> f32[2n], real then imaginary) through
+  // real/imag/complex, and other types go through that part type.
+  if (is_complex(t.dtype)) {
+    int64_t n = t.shape[0];
+    Value re = reshape(g, real(g, storage), {n, 1});
+    Value im = reshape(g, imag(g, storage), {n, 1});
+    Value pairs = reshape(g, concatenate(g, {re, im}, 1), {2 * n});
+    return reinterpret(g, pairs, dtype);
+  }
+  if (is_complex(dtype)) {
+    DType part = complex_part(dtype);
+    Value parts = reinterpret(g, storage, part);
+    int64_t n = g.type(parts).shape[0];
+    if (n % 2 != 0) throw std::invalid_argument("storage size is not a multiple of the complex element size");
+    Value pairs = reshape(g, parts, {n / 2, 2});
+    Value re = reshape(g, slice(g, pairs, {0, 0}, {n / 2, 1}), {n / 2});
+    Value im = reshape(g, slice(g, pairs, {0, 1}, {n / 2, 2}), {n / 2});
+    return complex(g, re, im);
+  }
+  int from = byte_width(t.dtype), to = byte_width(dtype);
+  int64_t n = t.shape[0];
+  if (from == to) return bitcast_convert(g, storage, dtype, {n});
+  if (from > to) {
+    int64_t ratio = from / to;
+    Value x = bitcast_convert(g, storage, dtype, {n, ratio});
+    return reshape(g, x, {n * ratio});
+  }
+  int64_t ratio = to / from;
+  if (n % ratio != 0) throw std::invalid_argument("storage size is not a multiple of the new element size");
+  Value x = reshape(g, storage, {n / ratio, ratio});
+  return bitcast_convert(g, x, dtype, {n / ratio});
+}
+
 Value broadcast_in_dim(Graph& g, Value x, const Shape& shape, const Dims& dims) {
   const Type& t = g.type(x);
   bool identity = t.shape == shape;

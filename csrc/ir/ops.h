@@ -23,6 +23,8 @@ Value iota(Graph& g, DType dtype, const Shape& shape, int64_t dimension);
 Value convert(Graph& g, Value x, DType dtype);
 Value bitcast_convert(Graph& g, Value x, DType dtype, const Shape& shape);
 Value reshape(Graph& g, Value x, const Shape& shape);
+// A rank-1 value's bytes (a storage's) seen as another element type.
+Value reinterpret(Graph& g, Value storage, DType dtype);
 Value broadcast_in_dim(Graph& g, Value x, const Shape& shape, const Dims& dims);
 // Numpy-style broadcast of `x` (trailing dimensions aligned) to `shape`.
 Value broadcast_to(Graph& g, Value x, const Shape& shape);

@@ -235,44 +235,4 @@ Value write_strided(ir::Graph& g, Value storage, Value update, const StridedView
   return ir::dynamic_update_slice(g, storage, w, {offset_value(g, v, dynamic_offset)});
 }
 
-Value reinterpret(ir::Graph& g, Value storage, ir::DType dtype) {
-  const ir::Type& t = g.type(storage);
-  if (t.dtype == dtype) return storage;
-  // Booleans are stored one byte each with values 0/1: convert, don't bitcast.
-  if (t.dtype == ir::DType::Pred) return reinterpret(g, ir::convert(g, storage, ir::DType::U8), dtype);
-  if (dtype == ir::DType::Pred) return ir::convert(g, reinterpret(g, storage, ir::DType::U8), dtype);
-  // XLA cannot bitcast complex elements: a complex storage is seen as pairs of
-  // its real part type (c64[n] <-> f32[2n], real then imaginary) through
-  // real/imag/complex, and other types go through that part type.
-  if (ir::is_complex(t.dtype)) {
-    int64_t n = t.shape[0];
-    Value re = ir::reshape(g, ir::real(g, storage), {n, 1});
-    Value im = ir::reshape(g, ir::imag(g, storage), {n, 1});
-    Value pairs = ir::reshape(g, ir::concatenate(g, {re, im}, 1), {2 * n});
-    return reinterpret(g, pairs, dtype);
-  }
-  if (ir::is_complex(dtype)) {
-    ir::DType part = ir::complex_part(dtype);
-    Value parts = reinterpret(g, storage, part);
-    int64_t n = g.type(parts).shape[0];
-    if (n % 2 != 0) throw std::invalid_argument("storage size is not a multiple of the complex element size");
-    Value pairs = ir::reshape(g, parts, {n / 2, 2});
-    Value re = ir::reshape(g, ir::slice(g, pairs, {0, 0}, {n / 2, 1}), {n / 2});
-    Value im = ir::reshape(g, ir::slice(g, pairs, {0, 1}, {n / 2, 2}), {n / 2});
-    return ir::complex(g, re, im);
-  }
-  int from = ir::byte_width(t.dtype), to = ir::byte_width(dtype);
-  int64_t n = t.shape[0];
-  if (from == to) return ir::bitcast_convert(g, storage, dtype, {n});
-  if (from > to) {
-    int64_t ratio = from / to;
-    Value x = ir::bitcast_convert(g, storage, dtype, {n, ratio});
-    return ir::reshape(g, x, {n * ratio});
-  }
-  int64_t ratio = to / from;
-  if (n % ratio != 0) throw std::invalid_argument("storage size is not a multiple of the new element size");
-  Value x = ir::reshape(g, storage, {n / ratio, ratio});
-  return ir::bitcast_convert(g, x, dtype, {n / ratio});
-}
-
 }  // namespace tpu::lowering

@@ -26,7 +26,5 @@ ir::Value read_contiguous(ir::Graph& g, ir::Value storage, const ir::Shape& size
 // through the view. The view must not overlap itself.
 ir::Value write_strided(ir::Graph& g, ir::Value storage, ir::Value update, const StridedView& view,
                         std::optional<ir::Value> dynamic_offset);
-// Reinterprets a rank-1 storage value's bytes as another element type.
-ir::Value reinterpret(ir::Graph& g, ir::Value storage, ir::DType dtype);
 
 }  // namespace tpu::lowering

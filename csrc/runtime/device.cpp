@@ -21,7 +21,7 @@ void check_device(int index) {
   int count = 0;
   try {
     count = engine::Runtime::get().device_count();
-  } catch (const pjrt::Error& e) {
+  } catch (const engine::Error& e) {
     TORCH_CHECK(false, e.what());
   }
   TORCH_CHECK_INDEX(index >= 0 && index < count, "tpu device index ", index,
@@ -38,7 +38,7 @@ void set_device(int index) {
 std::string platform_name() {
   try {
     return engine::Runtime::get().client().platform_name();
-  } catch (const pjrt::Error& e) {
+  } catch (const engine::Error& e) {
     TORCH_CHECK(false, e.what());
   }
 }

@@ -3,9 +3,9 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include "aten/memory.h"
 #include "engine/runtime.h"
 #include "runtime/device.h"
+#include "runtime/device_allocator.h"
 #include "runtime/generator.h"
 #include "runtime/pinned_memory.h"
 
@@ -44,8 +44,6 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
 
-constexpr uintptr_t kAddressBase = uintptr_t(0x5a) << 40;  // see aten/storage.cpp
-
 struct TpuHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return device_count() > 0; }
@@ -70,12 +68,12 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void* data) const override {
     auto address = reinterpret_cast<uintptr_t>(data);
     TORCH_CHECK(address >= kAddressBase, "torch_tpu: ", data, " is not a tpu address");
-    return at::Device(kType, static_cast<c10::DeviceIndex>((address - kAddressBase) >> 40));
+    return at::Device(kType, static_cast<c10::DeviceIndex>((address - kAddressBase) >> kDeviceShift));
   }
   bool isPinnedPtr(const void* data) const override { return is_pinned_host_pointer(data); }
   c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_host_allocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t nbytes) const override {
-    aten::resize_storage_bytes(storage, nbytes);
+    resize_storage_bytes(storage, nbytes);
   }
 };
 

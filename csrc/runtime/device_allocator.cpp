@@ -1,22 +1,19 @@
-#include "aten/storage.h"
+#include "runtime/device_allocator.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/DeviceGuard.h>
 
 #include <array>
 #include <atomic>
 
-#include "aten/fusion.h"
-#include "ir/ops.h"
+#include "engine/pending_graph.h"
 #include "runtime/device.h"
 
-namespace tpu::aten {
+namespace tpu::runtime {
 namespace {
 
 using engine::kMaxDevices;
-// Each device owns a 2^40-byte slice of a private address range, so the
-// device of a data pointer can be recovered and storages never alias.
-constexpr uintptr_t kAddressBase = uintptr_t(0x5a) << 40;
-constexpr int kDeviceShift = 40;
+using engine::StorageValue;
 
 struct DeviceCounters {
   std::atomic<uintptr_t> next_address{0};
@@ -26,17 +23,17 @@ std::array<DeviceCounters, kMaxDevices> g_devices;
 
 void on_free(void* ctx) {
   auto* value = static_cast<StorageValue*>(ctx);
-  forget_pending(value);
+  engine::forget_pending(value);
   delete value;
 }
 
 class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
-    int device = runtime::current_device();
+    int device = current_device();
     c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
     if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &c10::detail::deleteNothing, where);
-    runtime::check_device(device);
+    check_device(device);
     auto& counters = g_devices[device];
     uintptr_t rounded = (nbytes + 511) & ~uintptr_t(511);
     uintptr_t address = kAddressBase + (uintptr_t(device) << kDeviceShift) +
@@ -75,7 +72,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
   // torch.accelerator.get_memory_info. No `override`: older torch releases
   // lack this virtual, and the extension builds against them too.
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) {
-    runtime::check_device(device);
+    check_device(device);
     auto [free, total] = engine::Runtime::get().memory_info(device);
     return {static_cast<size_t>(free), static_cast<size_t>(total)};
   }
@@ -93,21 +90,14 @@ StorageValue* storage_value(const c10::Storage& storage) {
 
 c10::Allocator* tpu_allocator() { return &g_allocator; }
 
-ir::Value storage_result(ir::Graph& graph, ir::Value flat, const ir::Shape* keep) {
-  ir::Value shaped = graph.reshaped_from(flat);
-  if (keep != nullptr) {
-    const ir::Shape& shape = graph.type(flat).shape;
-    // A value of another element type than the old buffer's cannot take its place.
-    if (*keep == shape || ir::numel(*keep) != ir::numel(shape)) return flat;
-    return ir::reshape(graph, shaped, *keep);
-  }
-  // Rank 0 and 1 values are as good as flat; keeping them flat keeps [1] storages
-  // of scalars, which programs share (scalar_to_device), one shape.
-  return graph.type(shaped).rank() >= 2 ? shaped : flat;
-}
-
-ir::Value flat_storage_value(ir::Graph& graph, ir::Value parameter) {
-  return ir::reshape(graph, parameter, {ir::numel(graph.type(parameter).shape)});
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
+  StorageValue* old_value = storage_value(storage);
+  c10::DeviceGuard guard(storage.device());
+  c10::DataPtr fresh = tpu_allocator()->allocate(nbytes);
+  if (old_value != nullptr)
+    if (auto* value = static_cast<StorageValue*>(fresh.get_context())) engine::copy_bytes(*old_value, *value);
+  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
+  storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
 }
 
 int64_t memory_allocated(int device) { return engine::Runtime::memory_in_use(device); }
@@ -116,4 +106,4 @@ void reset_peak_memory(int device) { engine::Runtime::reset_memory_peak(device);
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
-}  // namespace tpu::aten
+}  // namespace tpu::runtime

@@ -1,14 +1,11 @@
-#include "aten/fusion.h"
-
-#include <ATen/ops/empty.h>
-#include <c10/core/DeviceGuard.h>
-#include <c10/util/Exception.h>
+#include "engine/pending_graph.h"
 
 #include <array>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <pthread.h>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -18,12 +15,9 @@
 #include "engine/metrics.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
-#include "lowering/view.h"
 
-namespace tpu::aten {
+namespace tpu::engine {
 namespace {
-
-using engine::kMaxDevices;
 
 // Ops appended before a cut is forced: bounds compile time and host memory.
 size_t max_ops() {
@@ -40,7 +34,7 @@ size_t max_ops() {
 // program and are never written out (lower peak memory; the forward no longer runs
 // while backward is recorded).
 bool merge_backward() {
-  static const bool merge = engine::env_flag("TORCH_TPU_FUSED_MERGE_BACKWARD");
+  static const bool merge = env_flag("TORCH_TPU_FUSED_MERGE_BACKWARD");
   return merge;
 }
 
@@ -82,7 +76,7 @@ struct PendingGraph {
   // runs, e.g. when a warning handler lets Python collect garbage.
   std::recursive_mutex mutex;
   ir::Graph graph;
-  std::vector<engine::BufferRef> arguments;  // by parameter position
+  std::vector<BufferRef> arguments;  // by parameter position
   // Storages whose buffer is a parameter (see StorageValue::bound_node), and
   // storages with a pending value, in first-write order (= output order);
   // nullptr once the storage died or got a buffer from elsewhere.
@@ -92,7 +86,7 @@ struct PendingGraph {
   std::thread::id recorder;  // the thread that appended the pending ops
   uint64_t runs = 0;  // graphs run so far: a capture is valid while this stays put
 
-  ir::Value bind(const engine::BufferRef& buffer, const ir::Type& type) {
+  ir::Value bind(const BufferRef& buffer, const ir::Type& type) {
     arguments.push_back(buffer);
     return graph.parameter(type);
   }
@@ -154,17 +148,18 @@ struct PendingGraph {
     return s + ")";
   }
 
-  std::vector<engine::BufferRef> run(int device, Cut reason, const std::vector<ir::Value>& results);
+  std::vector<BufferRef> run(int device, Cut reason, const std::vector<ir::Value>& results);
 };
 
 std::array<PendingGraph, kMaxDevices> g_pending;
 
 PendingGraph& pending_for(int device) {
-  TORCH_INTERNAL_ASSERT(device >= 0 && device < kMaxDevices, "tpu device index out of range: ", device);
+  if (device < 0 || device >= kMaxDevices)
+    throw std::runtime_error("torch_tpu: tpu device index out of range: " + std::to_string(device));
   return g_pending[device];
 }
 
-std::vector<engine::BufferRef> PendingGraph::run(int device, Cut reason, const std::vector<ir::Value>& results) {
+std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vector<ir::Value>& results) {
   ++runs;
   std::vector<size_t> slots;
   std::vector<ir::Type> types;  // of the written storages' new buffers
@@ -177,7 +172,7 @@ std::vector<engine::BufferRef> PendingGraph::run(int device, Cut reason, const s
     if (value->bound_slot >= 0) {
       ir::Value parameter{value->bound_node};
       int position = value->bound_position;
-      const engine::BufferRef& old = arguments[position];
+      const BufferRef& old = arguments[position];
       if (old.use_count() == 2 && value->buffer == old && graph.type(parameter) == graph.type(node))
         graph.alias_output(position, output);
     }
@@ -191,14 +186,14 @@ std::vector<engine::BufferRef> PendingGraph::run(int device, Cut reason, const s
     reset();
     return {};
   }
-  std::vector<engine::BufferRef> outputs;
+  std::vector<BufferRef> outputs;
   try {
-    outputs = engine::Runtime::get().execute(graph, arguments, device);
+    outputs = Runtime::get().execute(graph, arguments, device);
   } catch (const pjrt::Error& e) {
     std::string what = describe();
     reset();  // storages keep the buffers they had before the failed graph
-    TORCH_CHECK(false, "torch_tpu: a fused graph of ", what, " failed on tpu:", device, ": ", e.what(),
-                "\nRun with TORCH_TPU_EAGER_MODE=debug to find the op at fault.");
+    throw std::runtime_error("torch_tpu: a fused graph of " + what + " failed on tpu:" + std::to_string(device) +
+                             ": " + e.what() + "\nRun with TORCH_TPU_EAGER_MODE=debug to find the op at fault.");
   }
   for (size_t i = 0; i < slots.size(); ++i) {
     StorageValue* value = written[slots[i]];
@@ -206,9 +201,9 @@ std::vector<engine::BufferRef> PendingGraph::run(int device, Cut reason, const s
     value->hold(std::move(outputs[i]), types[i]);
     value->pending_node = -1;
   }
-  std::vector<engine::BufferRef> extra(outputs.begin() + slots.size(), outputs.end());
+  std::vector<BufferRef> extra(outputs.begin() + slots.size(), outputs.end());
   reset();
-  auto& m = engine::metrics();
+  auto& m = metrics();
   m.add("fused_graphs");
   m.add("fused_graph_ops", static_cast<double>(num_ops));
   m.record_max("fused_graph_ops_max", static_cast<double>(num_ops));
@@ -231,12 +226,12 @@ const char* cut_name(Cut reason) {
   return "?";
 }
 
-bool fused_mode() { return engine::eager_mode() == engine::EagerMode::Fused; }
+bool fused_mode() { return eager_mode() == EagerMode::Fused; }
 
-std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& graph,
-                                     std::span<const ProgramArgument> arguments,
-                                     std::span<const std::pair<StorageValue*, ir::Value>> written,
-                                     std::span<const ir::Value> results) {
+std::vector<BufferRef> defer(int device, const char* op, ir::Graph&& graph,
+                             std::span<const ProgramArgument> arguments,
+                             std::span<const std::pair<StorageValue*, ir::Value>> written,
+                             std::span<const ir::Value> results) {
   PendingGraph& p = pending_for(device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
   // Ops from another thread start a new graph. Backward runs on autograd's
@@ -247,7 +242,9 @@ std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& gra
   if (!p.ops.empty() && p.recorder != std::this_thread::get_id() && !(merge_backward() && on_autograd_thread()))
     p.run(device, Cut::ThreadSwitch, {});
   p.recorder = std::this_thread::get_id();
-  c10::SmallVector<ir::Value, 8> inputs;
+  // Per-thread buffers, reused: the op's operands and its node mapping, once per op.
+  thread_local std::vector<ir::Value> inputs;
+  inputs.clear();
   for (const ProgramArgument& a : arguments) {
     StorageValue* value = a.storage;
     ir::Value v;
@@ -264,10 +261,9 @@ std::vector<engine::BufferRef> defer(int device, const char* op, ir::Graph&& gra
       v = ir::full(p.graph, a.type.dtype, 0, a.type.shape);
     }
     // Another thread may have rewritten the storage in another dtype meanwhile.
-    if (p.graph.type(v).dtype != a.type.dtype) v = lowering::reinterpret(p.graph, v, a.type.dtype);
+    if (p.graph.type(v).dtype != a.type.dtype) v = ir::reinterpret(p.graph, v, a.type.dtype);
     inputs.push_back(v);
   }
-  // One buffer per thread for the op's node mapping: a few nodes, once per op.
   thread_local std::vector<ir::Value> mapped;
   p.graph.append(std::move(graph), inputs, mapped);
   for (auto [value, v] : written) {
@@ -313,7 +309,7 @@ bool has_content(StorageValue* value, ir::DType* dtype) {
   return value->pending_node >= 0 || value->buffer != nullptr;
 }
 
-void set_buffer(StorageValue* value, engine::BufferRef buffer, const ir::Type& type) {
+void set_buffer(StorageValue* value, BufferRef buffer, const ir::Type& type) {
   PendingGraph& p = pending_for(value->device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
   if (value->in_pending_graph) p.drop_pending(value);
@@ -324,8 +320,26 @@ void reshape_buffer(StorageValue* value, const ir::Shape& shape) {
   ir::Graph g;
   ir::Value old = g.parameter(value->buffer_type());
   g.add_output(ir::reshape(g, old, shape));
-  auto result = engine::Runtime::get().execute(g, {value->buffer}, value->device);
+  auto result = Runtime::get().execute(g, {value->buffer}, value->device);
   value->hold(std::move(result.at(0)), g.type(ir::Value{g.outputs()[0]}));
+}
+
+void copy_bytes(StorageValue& from, StorageValue& to) {
+  materialize(&from);
+  if (!from.buffer) return;  // nothing written yet: the fresh storage reads as zeros too
+  ir::Graph g;
+  ir::Value old = flat_storage_value(g, g.parameter(from.buffer_type()));
+  ir::Value bytes = ir::reinterpret(g, old, ir::DType::U8);
+  int64_t have = g.type(bytes).shape[0], want = static_cast<int64_t>(to.nbytes);
+  g.add_output(want >= have ? ir::pad(g, bytes, ir::constant(g, ir::DType::U8, 0), {0}, {want - have})
+                            : ir::slice(g, bytes, {0}, {want}));
+  std::vector<BufferRef> result;
+  try {
+    result = Runtime::get().execute(g, {from.buffer}, from.device);
+  } catch (const pjrt::Error& e) {
+    throw std::runtime_error(std::string("torch_tpu: resizing a storage failed: ") + e.what());
+  }
+  set_buffer(&to, std::move(result.at(0)), ir::Type{ir::DType::U8, {want}});
 }
 
 void forget_pending(StorageValue* value) {
@@ -348,8 +362,9 @@ void abandon_capture(int device) {
   p.reset();
 }
 
-std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const std::vector<at::Tensor>& inputs,
-                                             const std::vector<at::Tensor>& outputs) {
+std::shared_ptr<CapturedProgram> CapturedProgram::seal(int device, uint64_t token,
+                                                       std::span<StorageValue* const> inputs,
+                                                       std::span<StorageValue* const> outputs) {
   PendingGraph& p = pending_for(device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
   if (p.runs != token) return nullptr;  // cut by a data read or a CPU fallback: nothing to seal
@@ -358,13 +373,12 @@ std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const s
   program->num_ops_ = p.ops.size();
   std::unordered_map<StorageValue*, int> input_of;
   for (size_t k = 0; k < inputs.size(); ++k)
-    if (inputs[k].defined() && inputs[k].is_privateuseone())
-      if (StorageValue* v = storage_value(inputs[k].storage())) input_of.emplace(v, static_cast<int>(k));
+    if (inputs[k] != nullptr) input_of.emplace(inputs[k], static_cast<int>(k));
   auto& parameters = program->parameters_;
   for (size_t position = 0; position < p.arguments.size(); ++position)
     parameters.push_back({-1, p.arguments[position], {}});
   auto bind_input_or_constant = [&](StorageValue* v) {
-    TORCH_CHECK(v->buffer != nullptr, "torch_tpu: a compiled graph returned a tensor that was never written");
+    if (v->buffer == nullptr) throw std::runtime_error("torch_tpu: a compiled graph returned a tensor that was never written");
     int position = static_cast<int>(p.arguments.size());
     ir::Type type = v->buffer_type();
     ir::Value param = p.bind(v->buffer, type);
@@ -390,11 +404,7 @@ std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const s
     storage_index.emplace(v, index);
     return index;
   };
-  for (const at::Tensor& t : outputs) {
-    StorageValue* v = storage_value(t.storage());
-    int index = v == nullptr ? -1 : result_for(v);
-    program->outputs_.push_back({index, t.scalar_type(), t.sizes().vec(), t.strides().vec(), t.storage_offset()});
-  }
+  for (StorageValue* v : outputs) program->output_storage_of_.push_back(v == nullptr ? -1 : result_for(v));
   for (auto [v, k] : input_of)
     if (v->pending_node >= 0)
       program->mutated_inputs_.emplace_back(k, program->output_storages_[result_for(v)].result);
@@ -414,33 +424,34 @@ std::shared_ptr<CapturedProgram> end_capture(int device, uint64_t token, const s
       if (parameters[position].input == k && ir::numel(parameters[position].type.shape) > 1 &&
           parameters[position].type == program->graph_.type(ir::Value{program->graph_.outputs()[result]}))
         program->graph_.alias_output(static_cast<int>(position), result);
-  program->executable_ = engine::Runtime::get().prepare(program->graph_);
-  std::vector<engine::BufferRef> buffers = program->launch(inputs);
+  program->executable_ = Runtime::get().prepare(program->graph_);
+  std::vector<BufferRef> buffers = program->launch(inputs);
   for (size_t i = 0; i < output_values.size(); ++i)
     output_values[i]->hold(buffers[program->output_storages_[i].result],
                            program->result_type(program->output_storages_[i].result));
-  for (auto [k, result] : program->mutated_inputs_)
-    storage_value(inputs[k].storage())->hold(buffers[result], program->result_type(result));
   return program;
 }
 
-std::vector<engine::BufferRef> CapturedProgram::launch(const std::vector<at::Tensor>& inputs) const {
-  std::vector<engine::BufferRef> args;
+std::vector<BufferRef> CapturedProgram::execute(std::span<StorageValue* const> inputs) const {
+  std::vector<BufferRef> args;
   args.reserve(parameters_.size());
   for (const Parameter& parameter : parameters_) {
     if (parameter.input < 0) {
       args.push_back(parameter.constant);
       continue;
     }
-    TORCH_CHECK(static_cast<size_t>(parameter.input) < inputs.size(), "torch_tpu: compiled graph called with ",
-                inputs.size(), " inputs");
-    const at::Tensor& t = inputs[parameter.input];
-    StorageValue* v = t.is_privateuseone() ? storage_value(t.storage()) : nullptr;
-    TORCH_CHECK(v != nullptr, "torch_tpu: input ", parameter.input, " of a compiled graph is not a tpu tensor");
+    if (static_cast<size_t>(parameter.input) >= inputs.size())
+      throw std::runtime_error("torch_tpu: compiled graph called with " + std::to_string(inputs.size()) +
+                                  " inputs");
+    StorageValue* v = inputs[parameter.input];
+    if (v == nullptr)
+      throw std::runtime_error("torch_tpu: input " + std::to_string(parameter.input) +
+                                  " of a compiled graph is not a tpu tensor");
     if (v->in_pending_graph) flush(v->device, Cut::DataRead);  // the pending graph may hold its buffer
     materialize(v);
-    TORCH_CHECK(v->buffer && v->dtype == parameter.type.dtype && v->numel() == ir::numel(parameter.type.shape),
-                "torch_tpu: input ", parameter.input, " of a compiled graph has another storage than at capture");
+    if (!(v->buffer && v->dtype == parameter.type.dtype && v->numel() == ir::numel(parameter.type.shape)))
+      throw std::runtime_error("torch_tpu: input " + std::to_string(parameter.input) +
+                                  " of a compiled graph has another storage than at capture");
     // The same value in a buffer of another shape than at capture (flat from an
     // upload, shaped from a program): reshaped once, the storage keeps the new buffer.
     if (v->buffer_shape != parameter.type.shape) reshape_buffer(v, parameter.type.shape);
@@ -450,44 +461,22 @@ std::vector<engine::BufferRef> CapturedProgram::launch(const std::vector<at::Ten
   bool donate = true;
   for (auto [parameter, result] : graph_.aliases()) donate = donate && args[parameter].use_count() == 2;
   try {
-    if (donate) return engine::Runtime::get().launch(*executable_, graph_, args, device_);
-    if (!plain_executable_) plain_executable_ = engine::Runtime::get().prepare(plain_graph_);
-    return engine::Runtime::get().launch(*plain_executable_, plain_graph_, args, device_);
+    if (donate) return Runtime::get().launch(*executable_, graph_, args, device_);
+    if (!plain_executable_) plain_executable_ = Runtime::get().prepare(plain_graph_);
+    return Runtime::get().launch(*plain_executable_, plain_graph_, args, device_);
   } catch (const pjrt::Error& e) {
-    TORCH_CHECK(false, "torch_tpu: a compiled graph of ", num_ops_, " ops failed on tpu:", device_, ": ", e.what());
+    throw std::runtime_error("torch_tpu: a compiled graph of " + std::to_string(num_ops_) + " ops failed on tpu:" +
+                             std::to_string(device_) + ": " + e.what());
   }
 }
 
-std::vector<at::Tensor> CapturedProgram::run(const std::vector<at::Tensor>& inputs) const {
-  std::vector<engine::BufferRef> buffers = launch(inputs);
-  c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_));
-  c10::DeviceGuard guard(where);
-  std::vector<c10::Storage> storages;
-  for (const OutputStorage& s : output_storages_) {
-    c10::Storage storage(c10::Storage::use_byte_size_t(), s.nbytes, tpu_allocator()->allocate(s.nbytes),
-                         tpu_allocator(), /*resizable=*/true);
-    if (StorageValue* v = storage_value(storage)) v->hold(buffers[s.result], result_type(s.result));
-    storages.push_back(std::move(storage));
-  }
-  std::vector<at::Tensor> results;
-  results.reserve(outputs_.size());
-  for (const Output& o : outputs_) {
-    if (o.storage < 0) {
-      results.push_back(at::empty(o.sizes, at::TensorOptions().dtype(o.dtype).device(where)));
-      continue;
-    }
-    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
-        c10::Storage(storages[o.storage]), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-        c10::scalarTypeToTypeMeta(o.dtype));
-    t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes, o.strides, o.offset);
-    results.push_back(std::move(t));
-  }
-  for (auto [k, result] : mutated_inputs_)
-    set_buffer(storage_value(inputs[k].storage()), buffers[result], result_type(result));
-  return results;
+std::vector<BufferRef> CapturedProgram::launch(std::span<StorageValue* const> inputs) const {
+  std::vector<BufferRef> buffers = execute(inputs);
+  for (auto [k, result] : mutated_inputs_) set_buffer(inputs[k], buffers[result], result_type(result));
+  return buffers;
 }
 
 CutReasonScope::CutReasonScope(Cut reason) : previous_(t_cut_reason) { t_cut_reason = reason; }
 CutReasonScope::~CutReasonScope() { t_cut_reason = previous_; }
 
-}  // namespace tpu::aten
+}  // namespace tpu::engine

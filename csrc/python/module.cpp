@@ -3,20 +3,21 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include "aten/compiled_program.h"
 #include "aten/external.h"
-#include "aten/fusion.h"
 #include "aten/program.h"
-#include "aten/storage.h"
 #include "distributed/host_staged_backend.h"
 #include "engine/metrics.h"
+#include "engine/pending_graph.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
 #include "lowering/types.h"
 #include "runtime/device.h"
+#include "runtime/device_allocator.h"
 #include "runtime/generator.h"
 #include "runtime/pinned_memory.h"
 
-namespace tpu::runtime {
+namespace tpu::python {
 namespace {
 
 engine::Runtime& runtime_or_throw() {
@@ -40,13 +41,13 @@ auto python_errors(F&& f) -> decltype(f()) {
 }
 
 // Runs every pending fused graph (attributed to `reason`).
-void flush_pending(aten::Cut reason) {
-  python_errors([&] { aten::flush_all(reason); });
+void flush_pending(engine::Cut reason) {
+  python_errors([&] { engine::flush_all(reason); });
 }
 
 void synchronize() {
   py::gil_scoped_release release;
-  flush_pending(aten::Cut::Sync);
+  flush_pending(engine::Cut::Sync);
   try {
     engine::Runtime::get().synchronize();
   } catch (const pjrt::Error& e) {
@@ -120,18 +121,19 @@ py::object compile_signature(const py::sequence& args) {
   return py::make_tuple(py::bytes(key));
 }
 
-TpuGenerator& generator(int device) {
-  return *at::check_generator<TpuGenerator>(default_generator(static_cast<c10::DeviceIndex>(device)));
+runtime::TpuGenerator& generator(int device) {
+  return *at::check_generator<runtime::TpuGenerator>(
+      runtime::default_generator(static_cast<c10::DeviceIndex>(device)));
 }
 
 }  // namespace
-}  // namespace tpu::runtime
+}  // namespace tpu::python
 
 PYBIND11_MODULE(_C, m) {
   using namespace tpu;
   m.doc() = "torch_tpu native core";
   distributed::bind(m);
-  m.def("_compile_signature", &runtime::compile_signature);
+  m.def("_compile_signature", &python::compile_signature);
   // Engine warnings become Python warnings (TORCH_WARN is buffered and raised
   // by the Python bindings when the op returns).
   engine::set_warning_handler([](const std::string& message) { TORCH_WARN("torch_tpu: ", message); });
@@ -161,7 +163,7 @@ PYBIND11_MODULE(_C, m) {
       next = engine::EagerMode::Fused;
     else
       throw std::invalid_argument("unknown eager mode '" + mode + "'");
-    if (engine::Runtime::initialized()) runtime::flush_pending(aten::Cut::ModeSwitch);
+    if (engine::Runtime::initialized()) python::flush_pending(engine::Cut::ModeSwitch);
     engine::set_eager_mode(next);
   });
   m.def("_get_eager_mode", [] {
@@ -172,46 +174,46 @@ PYBIND11_MODULE(_C, m) {
     }
   });
   // torch.compile(backend="tpu"): capture a graph's ops once, replay the program.
-  py::class_<aten::CapturedProgram, std::shared_ptr<aten::CapturedProgram>>(m, "_CapturedProgram")
+  py::class_<aten::CompiledProgram, std::shared_ptr<aten::CompiledProgram>>(m, "_CapturedProgram")
       .def("run",
-           [](const aten::CapturedProgram& program, const std::vector<at::Tensor>& inputs) {
-             return runtime::python_errors([&] { return program.run(inputs); });
+           [](const aten::CompiledProgram& program, const std::vector<at::Tensor>& inputs) {
+             return python::python_errors([&] { return program.run(inputs); });
            })
-      .def_property_readonly("num_ops", &aten::CapturedProgram::num_ops)
-      .def_property_readonly("mutated_inputs", &aten::CapturedProgram::mutated_inputs);
+      .def_property_readonly("num_ops", &aten::CompiledProgram::num_ops)
+      .def_property_readonly("mutated_inputs", &aten::CompiledProgram::mutated_inputs);
   m.def("_begin_capture",
-        [](int device) { return runtime::python_errors([&] { return aten::begin_capture(device); }); });
+        [](int device) { return python::python_errors([&] { return engine::begin_capture(device); }); });
   // None when the capture was cut (its ops ran or stay pending as fused eager work).
   m.def("_end_capture", [](int device, uint64_t token, const std::vector<at::Tensor>& inputs,
                            const std::vector<at::Tensor>& outputs) {
-    return runtime::python_errors([&] {
+    return python::python_errors([&] {
       try {
-        return aten::end_capture(device, token, inputs, outputs);
+        return aten::CompiledProgram::seal(device, token, inputs, outputs);
       } catch (...) {
-        aten::abandon_capture(device);
+        engine::abandon_capture(device);
         throw;
       }
     });
   });
-  m.def("_abandon_capture", &aten::abandon_capture);
+  m.def("_abandon_capture", &engine::abandon_capture);
   // torch_tpu.jax_kernel: a StableHLO function lowered by JAX, run as one op.
   m.def("_call_external", [](const std::string& name, const std::string& text, const std::vector<at::Tensor>& inputs,
                              const std::vector<at::Tensor>& outputs) {
-    runtime::python_errors([&] { aten::call_external(name, text, inputs, outputs); });
+    python::python_errors([&] { aten::call_external(name, text, inputs, outputs); });
   });
   m.def("_flush", [](const std::string& reason) {
     py::gil_scoped_release release;
-    runtime::flush_pending(reason == "sync"             ? aten::Cut::Sync
-                           : reason == "optimizer_step" ? aten::Cut::OptimizerStep
-                                                        : aten::Cut::DataRead);
+    python::flush_pending(reason == "sync"             ? engine::Cut::Sync
+                           : reason == "optimizer_step" ? engine::Cut::OptimizerStep
+                                                        : engine::Cut::DataRead);
   });
   m.def("_scalar_to_device", &aten::scalar_to_device, py::arg("scalar"), py::arg("device"));
   // The dims of the device buffer holding a tpu tensor's storage (running what
   // is pending for it first); None before anything was written. For tests.
   m.def("_storage_buffer_shape", [](const at::Tensor& t) -> std::optional<std::vector<int64_t>> {
-    aten::StorageValue* value = t.is_privateuseone() ? aten::storage_value(t.storage()) : nullptr;
+    engine::StorageValue* value = t.is_privateuseone() ? runtime::storage_value(t.storage()) : nullptr;
     TORCH_CHECK(value != nullptr, "_storage_buffer_shape: expected a tpu tensor with storage, got ", t.device());
-    runtime::python_errors([&] { aten::materialize(value); });
+    python::python_errors([&] { engine::materialize(value); });
     if (!value->buffer) return std::nullopt;
     return std::vector<int64_t>(value->buffer_shape.begin(), value->buffer_shape.end());
   });
@@ -221,7 +223,7 @@ PYBIND11_MODULE(_C, m) {
         py::arg("xla_flags") = std::vector<std::pair<std::string, std::string>>{});
   m.def("_is_initialized", &engine::Runtime::initialized);
   m.def("_init", [] {
-    auto& rt = runtime::runtime_or_throw();
+    auto& rt = python::runtime_or_throw();
     const auto& plugin = rt.client().plugin();
     py::dict info;
     info["platform"] = rt.client().platform_name();
@@ -238,15 +240,15 @@ PYBIND11_MODULE(_C, m) {
     return info;
   });
   m.def("_mem_get_info", [](int device) {
-    return runtime::python_errors([&] {
+    return python::python_errors([&] {
       runtime::check_device(device);
-      return runtime::runtime_or_throw().memory_info(device);
+      return python::runtime_or_throw().memory_info(device);
     });
   });
   m.def("_device_count", &runtime::device_count);
   m.def("_current_device", &runtime::current_device);
   m.def("_set_device", &runtime::set_device);
-  m.def("_synchronize", &runtime::synchronize);
+  m.def("_synchronize", &python::synchronize);
   py::class_<engine::Marker, std::shared_ptr<engine::Marker>>(m, "_Marker")
       .def("query", [](const engine::Marker& marker) {
         try {
@@ -264,20 +266,20 @@ PYBIND11_MODULE(_C, m) {
         }
       });
   m.def("_mark", [] {
-    auto& rt = runtime::runtime_or_throw();
-    runtime::flush_pending(aten::Cut::Sync);  // an event covers the work queued before it
+    auto& rt = python::runtime_or_throw();
+    python::flush_pending(engine::Cut::Sync);  // an event covers the work queued before it
     return rt.mark();
   });
-  m.def("_memory_allocated", &aten::memory_allocated);
-  m.def("_max_memory_allocated", &aten::max_memory_allocated);
-  m.def("_reset_peak_memory_stats", &aten::reset_peak_memory);
-  m.def("_metrics", &runtime::metrics);
+  m.def("_memory_allocated", &runtime::memory_allocated);
+  m.def("_max_memory_allocated", &runtime::max_memory_allocated);
+  m.def("_reset_peak_memory_stats", &runtime::reset_peak_memory);
+  m.def("_metrics", &python::metrics);
   m.def("_reset_metrics", [] { engine::metrics().reset(); });
   m.def("_pinned_host_memory", [] {
     auto total = runtime::pinned_host_memory();
     return py::make_tuple(total.bytes, total.dma_mapped_bytes);
   });
-  m.def("_compiled_program_count", [] { return runtime::runtime_or_throw().cache_size(); });
+  m.def("_compiled_program_count", [] { return python::runtime_or_throw().cache_size(); });
   m.def("_unsupported_dtype_reason", [](const std::string& platform, py::object dtype) {
     return lowering::unsupported_dtype_reason(platform,
                                               reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type);
@@ -285,14 +287,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_manual_seed", [](int device, uint64_t seed) {
     at::Generator gen = runtime::default_generator(static_cast<c10::DeviceIndex>(device));
     std::lock_guard<std::mutex> lock(gen.mutex());
-    runtime::generator(device).set_current_seed(seed);
+    python::generator(device).set_current_seed(seed);
   });
   m.def("_seed", [](int device) {
     at::Generator gen = runtime::default_generator(static_cast<c10::DeviceIndex>(device));
     std::lock_guard<std::mutex> lock(gen.mutex());
-    return runtime::generator(device).seed();
+    return python::generator(device).seed();
   });
-  m.def("_initial_seed", [](int device) { return runtime::generator(device).current_seed(); });
+  m.def("_initial_seed", [](int device) { return python::generator(device).current_seed(); });
   m.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(runtime::default_generator(static_cast<c10::DeviceIndex>(device))));

@@ -1,17 +1,16 @@
-// tpu storages: a stable fake address (never dereferenced) plus a device value.
+// The device value a tpu storage holds: its buffer, or its pending node in
+// fused mode. The c10 side of a storage (allocator, fake address) is
+// runtime/device_allocator.h.
 #pragma once
-
-#include <c10/core/Allocator.h>
-#include <c10/core/Storage.h>
 
 #include "engine/runtime.h"
 #include "ir/graph.h"
 
-namespace tpu::aten {
+namespace tpu::engine {
 
 // What a tpu storage holds; owned by the storage's DataPtr context.
 struct StorageValue {
-  engine::BufferRef buffer;           // null until first written
+  BufferRef buffer;                  // null until first written
   ir::DType dtype = ir::DType::U8;    // element type of the value (buffer or pending)
   // The dims of `buffer`. A program's result keeps the shape its value was
   // computed in ([512, 64], not the storage's flat [32768]), and programs read
@@ -40,7 +39,7 @@ struct StorageValue {
   int64_t numel() const { return static_cast<int64_t>(nbytes) / ir::byte_width(dtype); }
   ir::Type buffer_type() const { return ir::Type{buffer_dtype, buffer_shape}; }
   // Gives the storage `b`, a buffer of type `type` (its whole new value).
-  void hold(engine::BufferRef b, const ir::Type& type) {
+  void hold(BufferRef b, const ir::Type& type) {
     buffer = std::move(b);
     dtype = buffer_dtype = type.dtype;
     buffer_shape = type.shape;
@@ -56,13 +55,4 @@ ir::Value storage_result(ir::Graph& graph, ir::Value flat, const ir::Shape* keep
 // A storage buffer of type `type` bound as `parameter`, as the storage's flat value.
 ir::Value flat_storage_value(ir::Graph& graph, ir::Value parameter);
 
-// nullptr for a zero-byte storage.
-StorageValue* storage_value(const c10::Storage& storage);
-c10::Allocator* tpu_allocator();
-
-// Bytes of device buffers alive (see engine::Runtime::memory_in_use).
-int64_t memory_allocated(int device);
-int64_t max_memory_allocated(int device);
-void reset_peak_memory(int device);
-
-}  // namespace tpu::aten
+}  // namespace tpu::engine

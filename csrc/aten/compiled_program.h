@@ -1,0 +1,39 @@
+// torch.compile's replay on tensors: an engine::CapturedProgram plus the
+// layout (dtype, sizes, strides, offset) of each tensor it returns.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <vector>
+
+#include "engine/pending_graph.h"
+
+namespace tpu::aten {
+
+class CompiledProgram {
+ public:
+  // Seals the ops run since engine::begin_capture() returned `token` into a
+  // program whose inputs are the storages of `inputs` and whose results are
+  // `outputs`; runs it once so `outputs` (and mutated inputs) get their
+  // values. nullptr when the capture was cut (see CapturedProgram::seal).
+  static std::shared_ptr<CompiledProgram> seal(int device, uint64_t token, const std::vector<at::Tensor>& inputs,
+                                               const std::vector<at::Tensor>& outputs);
+  // Runs the program on `inputs` (same shapes, dtypes and layouts as at
+  // capture); returns fresh output tensors and updates mutated inputs.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  size_t num_ops() const { return program_->num_ops(); }
+  // Indices (into the inputs) of the inputs the program writes.
+  std::vector<int> mutated_inputs() const;
+
+ private:
+  struct Layout {
+    c10::ScalarType dtype;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset;
+  };
+  std::shared_ptr<engine::CapturedProgram> program_;
+  std::vector<Layout> outputs_;
+};
+
+}  // namespace tpu::aten
