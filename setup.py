@@ -15,6 +15,7 @@ from setuptools import setup
 # Building must not load an installed torch_tpu (possibly stale or broken)
 # through torch's backend autoload.
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+import torch  # noqa: E402
 from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 
@@ -53,7 +54,12 @@ class PersistentBuild(BuildExtension.with_options(use_ninja=True)):
 
 sources = sorted(glob.glob(os.path.join("csrc", "*", "*.cpp")))
 
+# The extension links against this torch's C++ ABI: a wheel built here runs
+# with this torch release only (its local tag, e.g. +cpu, is the build's own).
+TORCH_REQUIREMENT = "torch==" + torch.__version__.split("+")[0]
+
 setup(
+    install_requires=[TORCH_REQUIREMENT, "numpy", "xla-cpu-pjrt"],
     ext_modules=[
         CppExtension(
             "torch_tpu._C",
