@@ -1,5 +1,6 @@
 #include "aten/program.h"
 
+#include <ATen/Context.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
@@ -186,7 +187,20 @@ at::Tensor scalar_to_device(const at::Tensor& scalar, int device) {
   return t;
 }
 
-Program::Program(const char* op_name, int device) : op_name_(op_name), device_(device) {}
+namespace {
+// torch.set_float32_matmul_precision (allow_tf32 = True sets "high") as XLA's precision.
+ir::DotPrecision dot_precision() {
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::MEDIUM: return ir::DotPrecision::Default;
+    case at::Float32MatmulPrecision::HIGH: return ir::DotPrecision::High;
+    default: return ir::DotPrecision::Highest;
+  }
+}
+}  // namespace
+
+Program::Program(const char* op_name, int device) : op_name_(op_name), device_(device) {
+  graph_.set_dot_precision(dot_precision());
+}
 
 void Program::check_device(const at::Tensor& t) const {
   bool same = t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device_;

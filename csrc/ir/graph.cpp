@@ -8,6 +8,11 @@
 
 namespace tpu::ir {
 
+const char* mlir_name(DotPrecision precision) {
+  static const char* names[] = {"DEFAULT", "HIGH", "HIGHEST"};
+  return names[static_cast<int>(precision)];
+}
+
 const char* mlir_name(DType dtype) {
   switch (dtype) {
     case DType::Pred: return "i1";

@@ -151,8 +151,21 @@ class NodeStore {
   size_t size_ = 0;
 };
 
+// The precision XLA is asked for in float32 dots and convolutions
+// (torch.set_float32_matmul_precision "highest" / "high" / "medium"); other
+// element types always ask for HIGHEST. On a TPU, DEFAULT is one bf16 pass,
+// HIGH three, HIGHEST six; XLA:CPU computes float32 whatever is asked.
+enum class DotPrecision : uint8_t { Default, High, Highest };
+const char* mlir_name(DotPrecision precision);  // "DEFAULT", "HIGH", "HIGHEST"
+
 class Graph {
  public:
+  // The precision that dots and convolutions added from now on ask for: an
+  // option of whoever builds the graph, baked into each node (so part of the
+  // program's identity), not a property of the graph as a whole.
+  void set_dot_precision(DotPrecision precision) { dot_precision_ = precision; }
+  DotPrecision dot_precision() const { return dot_precision_; }
+
   Value parameter(Type type);
   Value add(const char* op, std::initializer_list<Value> operands, Type type, std::string attrs = {},
             Combiner combiner = Combiner::None) {
@@ -223,6 +236,7 @@ class Graph {
   std::vector<int> outputs_;
   std::vector<std::pair<int, int>> aliases_;  // (parameter position, output index)
   size_t num_parameters_ = 0;
+  DotPrecision dot_precision_ = DotPrecision::Highest;
 };
 
 }  // namespace tpu::ir

@@ -28,6 +28,13 @@ std::string i64_list(const Dims& v) {
   return s + "]";
 }
 
+// The precision_config of a dot or convolution whose operands are `dtype`.
+std::string precision_config(const Graph& g, DType dtype) {
+  DotPrecision p = dtype == DType::F32 || dtype == DType::C64 ? g.dot_precision() : DotPrecision::Highest;
+  std::string name = std::string("#stablehlo<precision ") + mlir_name(p) + ">";
+  return ", precision_config = [" + name + ", " + name + "]";
+}
+
 uint16_t float_to_half_bits(float f);
 uint16_t float_to_bf16_bits(float f);
 
@@ -353,9 +360,7 @@ Value dot_general(Graph& g, Value a, Value b, const Dims& batch_a, const Dims& b
   }
   dn += "lhs_contracting_dimensions = " + i64_list(contract_a) +
         ", rhs_contracting_dimensions = " + i64_list(contract_b) + ">";
-  // PyTorch computes float32 matmuls in full precision by default; ask every
-  // backend (TPUs default to bf16 passes) for the same.
-  dn += ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
+  dn += precision_config(g, ta.dtype);
   return g.add("stablehlo.dot_general", {a, b}, Type{result_dtype, shape}, dn);
 }
 
@@ -482,8 +487,7 @@ Value convolution(Graph& g, Value lhs, Value rhs, const ConvDims& dn, const Dims
            ", lhs_dilation = " + i64_array(lhs_dilation) + ", rhs_dilation = " + i64_array(rhs_dilation) +
            ", feature_group_count = " + std::to_string(feature_group_count) +
            " : i64, batch_group_count = " + std::to_string(batch_group_count) + " : i64";
-  // Full float32 precision, as PyTorch computes convolutions (see dot_general).
-  attrs += ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
+  attrs += precision_config(g, tl.dtype);
   return g.add("stablehlo.convolution", {lhs, rhs}, Type{result_dtype, shape}, attrs);
 }
 

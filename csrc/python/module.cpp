@@ -74,6 +74,8 @@ void append_bytes(std::string& key, T value) {
 // sealed. Built here since it runs on every compiled call, over every parameter.
 py::object compile_signature(const py::sequence& args) {
   std::string key;
+  // The float32 matmul precision is baked into the program's dots.
+  append_bytes(key, static_cast<int8_t>(at::globalContext().float32MatmulPrecision()));
   for (py::handle a : args) {
     PyObject* o = a.ptr();
     if (THPVariable_Check(o)) {
