@@ -1,5 +1,5 @@
 # The two commands: `make demo` and `make test`; `make bench` runs the
-# modes benchmark. Each sets up .venv on first use (idempotently), builds the C++
+# benchmarks. Each sets up .venv on first use (idempotently), builds the C++
 # core incrementally (objects kept in build/temp: an unchanged tree compiles
 # nothing), then runs.
 VENV ?= .venv
@@ -9,6 +9,7 @@ EDITABLE := $(VENV)/.editable-installed
 BENCH_STAMP := $(VENV)/.bench-requirements-installed
 # e.g. make bench BENCH_ARGS='--workloads mlp gpt-tiny --modes cpu strict --steps 10'
 BENCH_ARGS ?=
+HOST_BENCH_ARGS ?=
 
 .PHONY: demo test bench build clean
 
@@ -38,9 +39,11 @@ $(BENCH_STAMP): bench/requirements.txt $(STAMP)
 	$(PY) -m pip install -q -r bench/requirements.txt
 	touch $(BENCH_STAMP)
 
-# Training-step benchmark across modes: bench/results/modes.json, modes.png, a table on stdout.
+# Training-step benchmark across modes (bench/results/modes.json, .png) and the
+# host cost of compute-free steps (bench/results/host_overhead.json, .png).
 bench: build $(BENCH_STAMP)
 	$(PY) bench/modes.py $(BENCH_ARGS)
+	$(PY) bench/host_overhead.py $(HOST_BENCH_ARGS)
 
 clean:
 	rm -rf build torch_tpu/*.so *.egg-info $(EDITABLE)
