@@ -42,9 +42,13 @@ at::Tensor arith(const char* name, Binary op, const at::Tensor& self, const at::
   TORCH_CHECK(c10::isFloatingType(compute) || c10::isComplexType(compute) || alpha.isIntegral(true),
               "For integral input tensors, argument alpha must not be a floating point number.");
   // alpha travels as a third (scalar) operand so that it is a runtime parameter.
-  std::vector<at::Tensor> inputs{self, other};
+  TensorRefs inputs{self, other};
   bool scaled = alpha.isComplex() || !scalar_is(alpha, 1);
-  if (scaled) inputs.push_back(at::scalar_tensor(alpha, at::TensorOptions().dtype(compute)));
+  at::Tensor alpha_operand;
+  if (scaled) {
+    alpha_operand = at::scalar_tensor(alpha, at::TensorOptions().dtype(compute));
+    inputs.push_back(alpha_operand);
+  }
   // Half types compute in float32 and round once, as ATen's kernels do (a
   // Python scalar such as 0.3 is not rounded to bfloat16 first).
   return elementwise(name, inputs, lowering::opmath_type(compute), compute,

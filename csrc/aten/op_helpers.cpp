@@ -32,7 +32,7 @@ at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArray
   return *out;
 }
 
-at::Tensor elementwise(const char* name, at::ArrayRef<at::Tensor> inputs, c10::ScalarType compute,
+at::Tensor elementwise(const char* name, const TensorRefs& inputs, c10::ScalarType compute,
                        c10::ScalarType result, const Build& build, const at::Tensor* out, bool inplace) {
   c10::DimVector shape;
   for (const at::Tensor& t : inputs) shape = at::infer_size_dimvector(shape, t.sizes());

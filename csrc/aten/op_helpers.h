@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include <functional>
 #include <initializer_list>
@@ -15,6 +16,40 @@
 namespace tpu::aten {
 
 using Build = std::function<ir::Value(ir::Graph&, const std::vector<ir::Value>&)>;
+
+// An op's tensor operands, held by reference, never copied: copying an
+// at::Tensor that Python also holds increfs its PyObject under the GIL (torch's
+// PyObject preservation), and the copy and its release cost more than the rest
+// of recording the op. Valid while the tensors it refers to are.
+class TensorRefs {
+ public:
+  // One operand of a braced list; a temporary in the list lives as long as the call.
+  struct Ref {
+    Ref(const at::Tensor& t) : tensor(&t) {}  // NOLINT: implicit, for braced lists
+    const at::Tensor* tensor;
+  };
+  TensorRefs(std::initializer_list<Ref> tensors) {
+    for (Ref r : tensors) refs_.push_back(r.tensor);
+  }
+  TensorRefs(at::ArrayRef<at::Tensor> tensors) {
+    for (const at::Tensor& t : tensors) refs_.push_back(&t);
+  }
+  TensorRefs(const std::vector<at::Tensor>& tensors) : TensorRefs(at::ArrayRef<at::Tensor>(tensors)) {}
+  void push_back(const at::Tensor& t) { refs_.push_back(&t); }
+  size_t size() const { return refs_.size(); }
+  const at::Tensor& operator[](size_t i) const { return *refs_[i]; }
+  struct Iterator {
+    const at::Tensor* const* p;
+    const at::Tensor& operator*() const { return **p; }
+    Iterator& operator++() { ++p; return *this; }
+    bool operator!=(const Iterator& o) const { return p != o.p; }
+  };
+  Iterator begin() const { return {refs_.data()}; }
+  Iterator end() const { return {refs_.data() + refs_.size()}; }
+
+ private:
+  c10::SmallVector<const at::Tensor*, 4> refs_;
+};
 
 ir::Shape to_shape(c10::IntArrayRef sizes);
 
@@ -60,7 +95,7 @@ class ProgramBatch {
 // Runs an elementwise op: inputs are converted to `compute` and broadcast to
 // one shape, `build` combines them, the result lands in `out` (in-place or
 // out=) or in a new tensor of dtype `result`.
-at::Tensor elementwise(const char* name, at::ArrayRef<at::Tensor> inputs, c10::ScalarType compute,
+at::Tensor elementwise(const char* name, const TensorRefs& inputs, c10::ScalarType compute,
                        c10::ScalarType result, const Build& build, const at::Tensor* out = nullptr,
                        bool inplace = false);
 

@@ -199,7 +199,7 @@ ir::DotPrecision dot_precision() {
 }  // namespace
 
 Program::Program(const char* op_name, int device) : op_name_(op_name), device_(device) {
-  graph_.set_dot_precision(dot_precision());
+  graph_.set_dot_precision_source(&dot_precision);  // read only by ops with dots: torch's lookup is not free
 }
 
 void Program::check_device(const at::Tensor& t) const {

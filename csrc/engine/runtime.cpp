@@ -28,7 +28,10 @@ std::string g_selected_by = "TORCH_TPU_PLUGIN";
 std::vector<pjrt::CreateOption> g_create_options;
 int g_device_thread_nice = 0;
 std::vector<std::pair<std::string, std::string>> g_xla_flags;
-Runtime* g_runtime = nullptr;
+Runtime* g_runtime = nullptr;  // guarded by g_init_mutex
+// g_runtime once it is fully set up, read without the lock: every op asks for
+// the runtime, and the runtime is never torn down.
+std::atomic<Runtime*> g_runtime_ready{nullptr};
 std::string g_init_error;
 std::mutex g_cache_dir_mutex;
 std::string g_cache_dir;
@@ -237,6 +240,7 @@ bool Runtime::initialized() {
 }
 
 Runtime& Runtime::get() {
+  if (Runtime* ready = g_runtime_ready.load(std::memory_order_acquire)) return *ready;
   std::lock_guard<std::mutex> lock(g_init_mutex);
   if (g_runtime != nullptr) return *g_runtime;
   if (!g_init_error.empty()) throw pjrt::Error(g_init_error, 9);
@@ -272,6 +276,7 @@ Runtime& Runtime::get() {
                    "; set TORCH_TPU_PLUGIN=cpu|cuda|tpu|/path/to/plugin.so to choose another): " + e.what();
     throw pjrt::Error(g_init_error, e.code());
   }
+  g_runtime_ready.store(g_runtime, std::memory_order_release);
   return *g_runtime;
 }
 

@@ -160,11 +160,15 @@ const char* mlir_name(DotPrecision precision);  // "DEFAULT", "HIGH", "HIGHEST"
 
 class Graph {
  public:
-  // The precision that dots and convolutions added from now on ask for: an
-  // option of whoever builds the graph, baked into each node (so part of the
-  // program's identity), not a property of the graph as a whole.
-  void set_dot_precision(DotPrecision precision) { dot_precision_ = precision; }
-  DotPrecision dot_precision() const { return dot_precision_; }
+  // Where the precision of the dots and convolutions added from now on comes
+  // from: an option of whoever builds the graph (none: HIGHEST), asked only
+  // when such a node is built and baked into it (so part of the program's
+  // identity), not a property of the graph as a whole.
+  using DotPrecisionSource = DotPrecision (*)();
+  void set_dot_precision_source(DotPrecisionSource source) { dot_precision_source_ = source; }
+  DotPrecision dot_precision() const {
+    return dot_precision_source_ != nullptr ? dot_precision_source_() : DotPrecision::Highest;
+  }
 
   Value parameter(Type type);
   Value add(const char* op, std::initializer_list<Value> operands, Type type, std::string attrs = {},
@@ -236,7 +240,7 @@ class Graph {
   std::vector<int> outputs_;
   std::vector<std::pair<int, int>> aliases_;  // (parameter position, output index)
   size_t num_parameters_ = 0;
-  DotPrecision dot_precision_ = DotPrecision::Highest;
+  DotPrecisionSource dot_precision_source_ = nullptr;
 };
 
 }  // namespace tpu::ir
