@@ -15,7 +15,7 @@ Workloads:
 - decode: a Hugging Face Llama (tiny config) decoding one token at a time with
   its KV cache, greedy, the token read every step (as generate() does), 64
   steps from a one-token prompt.
-- ops: single ops on 4x4 tensors (bench/op_overhead.py's set): host time per op
+- ops: single ops on 4x4 tensors: host time per op
   in CPU eager, strict (a cache hit, launch included) and fused (recorded only;
   the cut is timed apart).
 
