@@ -132,3 +132,37 @@ def test_tpu_modes_are_read_against_the_xla_reference():
     ratios = modes._add_ratios(results)["gpt-tiny"]
     assert ratios["fused_over_jax_throughput"] == 0.5
     assert "cpu_over_jax_throughput" not in ratios and ratios["jax_over_cpu_throughput"] == 1.2
+
+
+import host_overhead  # noqa: E402
+
+
+def test_host_overhead_ratios_are_taken_block_by_block():
+    times = {"fused": [2.0, 4.0, 3.0], "cpu": [1.0, 1.0, 2.0]}
+    ratio = host_overhead._block_ratios(times, [("fused", "cpu"), ("fused", "jax")])
+    assert ratio == {"fused_over_cpu": {"median": 2.0, "min": 1.5, "max": 4.0}}
+
+
+def test_host_overhead_sorts_a_sample_into_the_innermost_part_that_claims_it():
+    classify = host_overhead._classify
+    launch = "main;THPVariable_add;tpu::aten::elementwise;tpu::aten::Program::run;pjrt::PJRT_LoadedExecutable_Execute"
+    assert classify(launch) == "execute call"
+    assert classify("main;THPVariable_add;tpu::aten::elementwise;tpu::ir::Graph::add") == \
+        "op building (aten, lowering, ir)"
+    assert classify("main;backward;torch::autograd::Engine::execute;pthread_cond_wait") == "backward (device thread)"
+    assert classify("main;Module._call_impl (torch/nn/modules/module.py:1783)") == "python"
+
+
+def test_host_overhead_runs_its_modes_in_one_process_and_checks_them_against_cpu(tmp_path):
+    out = tmp_path / "host.json"
+    code = host_overhead.main(["--workloads", "gpt-nano", "ops", "--modes", "cpu", "strict", "fused", "--blocks", "1",
+                               "--block-steps", "4", "--out", str(out), "--chart", str(tmp_path / "host.png")])
+    assert code == 0
+    report = json.loads(out.read_text())
+    nano, ops = report["results"]["gpt-nano"], report["results"]["ops"]
+    assert nano["status"] == "ok" and ops["status"] == "ok", (nano.get("error"), ops.get("error"))
+    assert set(nano["step_s"]) == {"cpu", "strict", "fused"} and all(len(v) == 2 for v in nano["step_s"].values())
+    assert {"fused_over_cpu", "strict_over_cpu", "fused_over_strict"} <= set(nano["ratios"])
+    assert max(nano["max_difference_from_cpu"].values()) < 1e-4  # every step's loss, not only the last
+    assert nano["per_step"]["fused"]["fused_graphs_per_step"] == 3
+    assert set(ops["per_op"]["add"]) == {"cpu_us", "strict_us", "fused_us", "strict_over_cpu", "fused_over_cpu"}
