@@ -97,9 +97,23 @@ std::string where_in_user_code() {
   return location.empty() ? std::string() : " at " + location;
 }
 
+// torch.set_float32_matmul_precision (allow_tf32 = True sets "high") as XLA's precision.
+ir::DotPrecision dot_precision() {
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::MEDIUM: return ir::DotPrecision::Default;
+    case at::Float32MatmulPrecision::HIGH: return ir::DotPrecision::High;
+    default: return ir::DotPrecision::Highest;
+  }
+}
+
+// How every graph of an op is built: the plugin's reduction policy, and the
+// matmul precision as a source (read only by ops with dots: torch's lookup is not free).
+ir::GraphOptions graph_options() { return ir::GraphOptions{engine::Runtime::reduction_split(), &dot_precision}; }
+
 // A program that reduces `type` to one bool: every element finite.
 bool all_finite(const engine::BufferRef& buffer, const ir::Type& type, int device) {
   ir::Graph g;
+  g.set_options(graph_options());
   ir::Value x = g.parameter(type);
   ir::Value finite = g.add("stablehlo.is_finite", {x}, ir::Type{ir::DType::Pred, type.shape});
   ir::Dims all;
@@ -187,19 +201,8 @@ at::Tensor scalar_to_device(const at::Tensor& scalar, int device) {
   return t;
 }
 
-namespace {
-// torch.set_float32_matmul_precision (allow_tf32 = True sets "high") as XLA's precision.
-ir::DotPrecision dot_precision() {
-  switch (at::globalContext().float32MatmulPrecision()) {
-    case at::Float32MatmulPrecision::MEDIUM: return ir::DotPrecision::Default;
-    case at::Float32MatmulPrecision::HIGH: return ir::DotPrecision::High;
-    default: return ir::DotPrecision::Highest;
-  }
-}
-}  // namespace
-
 Program::Program(const char* op_name, int device) : op_name_(op_name), device_(device) {
-  graph_.set_dot_precision_source(&dot_precision);  // read only by ops with dots: torch's lookup is not free
+  graph_.set_options(graph_options());
 }
 
 void Program::check_device(const at::Tensor& t) const {

@@ -32,6 +32,7 @@ Runtime* g_runtime = nullptr;  // guarded by g_init_mutex
 // g_runtime once it is fully set up, read without the lock: every op asks for
 // the runtime, and the runtime is never torn down.
 std::atomic<Runtime*> g_runtime_ready{nullptr};
+std::atomic<ir::ReductionSplit> g_reduction_split{ir::ReductionSplit::ByCompiler};
 std::string g_init_error;
 std::mutex g_cache_dir_mutex;
 std::string g_cache_dir;
@@ -230,9 +231,11 @@ void Runtime::set_plugin_path(const std::string& path, const std::string& select
   g_device_thread_nice = device_thread_nice;
   g_xla_flags = xla_flags;
   // Before any graph is built: every program this process compiles is lowered one way.
-  ir::set_reduction_split(explicit_reduction_split ? ir::ReductionSplit::Explicit : ir::ReductionSplit::ByCompiler);
+  g_reduction_split.store(explicit_reduction_split ? ir::ReductionSplit::Explicit : ir::ReductionSplit::ByCompiler);
   g_init_error.clear();
 }
+
+ir::ReductionSplit Runtime::reduction_split() { return g_reduction_split.load(std::memory_order_relaxed); }
 
 bool Runtime::initialized() {
   std::lock_guard<std::mutex> lock(g_init_mutex);

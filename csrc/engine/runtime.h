@@ -64,6 +64,9 @@ class Runtime {
                               const std::vector<pjrt::CreateOption>& options = {}, int device_thread_nice = 0,
                               bool explicit_reduction_split = false,
                               const std::vector<std::pair<std::string, std::string>>& xla_flags = {});
+  // How the lowerings build reductions for the plugin set_plugin_path() chose
+  // (ir::GraphOptions: every graph is built with it).
+  static ir::ReductionSplit reduction_split();
   // Directory of the on-disk compilation cache; empty disables it.
   static void set_cache_dir(const std::string& directory);
   static std::string cache_dir();

@@ -158,16 +158,34 @@ class NodeStore {
 enum class DotPrecision : uint8_t { Default, High, Highest };
 const char* mlir_name(DotPrecision precision);  // "DEFAULT", "HIGH", "HIGHEST"
 
+// Who splits long reductions. XLA:CPU splits every reduction of a dimension
+// longer than 32 into a reduce_window of 32-element windows and a reduce of
+// the partial results, for accuracy; that reduce_window is a loop of its own
+// that XLA fuses with nothing, even for the 64-wide rows of a softmax or a
+// layer norm. With Explicit (chosen for XLA:CPU, whose own split is then turned
+// off) reduce() makes the same split itself, except for reductions over a
+// tensor's trailing dimensions of at most kLongestUnsplitReduction elements:
+// those stay one reduction, which XLA fuses with its operand and vectorizes
+// (tested against float64 to 2e-6 up to that length).
+enum class ReductionSplit : uint8_t { ByCompiler, Explicit };
+constexpr int64_t kLongestUnsplitReduction = 16384;
+
+// How ops are built into a graph: options of whoever builds it (the plugin's
+// policy, torch's settings), passed in, never globals. Each is applied when a
+// node is built and baked into it (so part of the program's identity); loop
+// regions inherit their graph's.
+struct GraphOptions {
+  ReductionSplit reduction_split = ReductionSplit::ByCompiler;
+  // Asked only when a dot or convolution is built (none: HIGHEST).
+  DotPrecision (*dot_precision)() = nullptr;
+};
+
 class Graph {
  public:
-  // Where the precision of the dots and convolutions added from now on comes
-  // from: an option of whoever builds the graph (none: HIGHEST), asked only
-  // when such a node is built and baked into it (so part of the program's
-  // identity), not a property of the graph as a whole.
-  using DotPrecisionSource = DotPrecision (*)();
-  void set_dot_precision_source(DotPrecisionSource source) { dot_precision_source_ = source; }
+  void set_options(const GraphOptions& options) { options_ = options; }
+  const GraphOptions& options() const { return options_; }
   DotPrecision dot_precision() const {
-    return dot_precision_source_ != nullptr ? dot_precision_source_() : DotPrecision::Highest;
+    return options_.dot_precision != nullptr ? options_.dot_precision() : DotPrecision::Highest;
   }
 
   Value parameter(Type type);
@@ -240,7 +258,7 @@ class Graph {
   std::vector<int> outputs_;
   std::vector<std::pair<int, int>> aliases_;  // (parameter position, output index)
   size_t num_parameters_ = 0;
-  DotPrecisionSource dot_precision_source_ = nullptr;
+  GraphOptions options_;
 };
 
 }  // namespace tpu::ir

@@ -1,7 +1,6 @@
 #include "ir/ops.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -287,12 +286,11 @@ Value select(Graph& g, Value pred, Value on_true, Value on_false) {
 
 namespace {
 
-std::atomic<ReductionSplit> g_reduction_split{ReductionSplit::ByCompiler};
 constexpr int64_t kReductionWindow = 32;  // XLA's own window
 
-// Whether reducing `dims` of `shape` is split in two (see ReductionSplit).
-bool split_reduction(const Shape& shape, const Dims& dims) {
-  if (g_reduction_split.load(std::memory_order_relaxed) != ReductionSplit::Explicit) return false;
+// Whether reducing `dims` of `shape` in `g` is split in two (see ReductionSplit).
+bool split_reduction(const Graph& g, const Shape& shape, const Dims& dims) {
+  if (g.options().reduction_split != ReductionSplit::Explicit) return false;
   bool has_long_dim = false;
   int64_t elements = 1;
   for (int64_t d : dims) {
@@ -308,12 +306,9 @@ bool split_reduction(const Shape& shape, const Dims& dims) {
 
 }  // namespace
 
-void set_reduction_split(ReductionSplit split) { g_reduction_split.store(split); }
-ReductionSplit reduction_split() { return g_reduction_split.load(); }
-
 Value reduce(Graph& g, Value x, Value init, const Dims& dims, Combiner combiner) {
   const Type& t = g.type(x);
-  if (split_reduction(t.shape, dims)) {
+  if (split_reduction(g, t.shape, dims)) {
     // Windows of 32 along each reduced dim (the tail padded with `init`), then
     // the partial results reduced the same way.
     const int64_t rank = t.rank();
@@ -379,6 +374,7 @@ Value scatter_1d(Graph& g, Value x, Value indices, Value updates) {
 std::vector<Value> while_loop(Graph& g, const std::vector<Value>& init, const LoopCond& cond, const LoopBody& body) {
   auto region = [&](auto&& build) {
     auto r = std::make_shared<Graph>();
+    r->set_options(g.options());
     std::vector<Value> carried;
     for (Value v : init) carried.push_back(r->parameter(g.type(v)));
     build(*r, carried);

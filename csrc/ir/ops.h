@@ -45,19 +45,6 @@ Value select(Graph& g, Value pred, Value on_true, Value on_false);
 // Reductions, contractions and indexing.
 // `init` must be the combiner's identity: a long reduction may be split in two.
 Value reduce(Graph& g, Value x, Value init, const Dims& dims, Combiner combiner);
-// Who splits long reductions. XLA:CPU splits every reduction of a dimension
-// longer than 32 into a reduce_window of 32-element windows and a reduce of
-// the partial results, for accuracy; that reduce_window is a loop of its own
-// that XLA fuses with nothing, even for the 64-wide rows of a softmax or a
-// layer norm. With Explicit (chosen for XLA:CPU, whose own split is then turned
-// off) reduce() makes the same split itself, except for reductions over a
-// tensor's trailing dimensions of at most kLongestUnsplitReduction elements:
-// those stay one reduction, which XLA fuses with its operand and vectorizes
-// (tested against float64 to 2e-6 up to that length).
-enum class ReductionSplit { ByCompiler, Explicit };
-constexpr int64_t kLongestUnsplitReduction = 16384;
-void set_reduction_split(ReductionSplit split);
-ReductionSplit reduction_split();
 // Sorts `x` along `dimension` (stable) with comparator LessThan or GreaterThan.
 // One operand only: sort keys and indices together by packing them into one
 // integer when both are needed.

@@ -238,7 +238,7 @@ PYBIND11_MODULE(_C, m) {
     info["device_thread_nice"] = rt.device_thread_nice();
     info["device_threads_lowered"] = rt.device_threads_lowered();
     info["xla_flags"] = rt.xla_flags();
-    info["reduction_split"] = ir::reduction_split() == ir::ReductionSplit::Explicit ? "torch_tpu" : "compiler";
+    info["reduction_split"] = engine::Runtime::reduction_split() == ir::ReductionSplit::Explicit ? "torch_tpu" : "compiler";
     return info;
   });
   m.def("_mem_get_info", [](int device) {
