@@ -16,6 +16,24 @@ def test_mixing_tpu_and_cpu_tensors_raises_like_cuda():
     assert (a + torch.tensor(2.0)).cpu().tolist() == [3.0, 3.0, 3.0]
 
 
+@pytest.mark.parametrize("op", ["embedding", "index_select", "gather", "mm", "mm_cpu_second"])
+def test_a_cpu_operand_is_named_as_cpu_in_the_device_error(op):
+    # The op's first operand on the CPU (a model left there, as Hugging Face's Trainer did
+    # with accelerate unaware of tpu): the message names cpu and tpu:0, never "tpu:-1".
+    cpu, tpu = torch.ones(3, 3), torch.ones(3, 3, device="tpu")
+    index = torch.tensor([0, 1], device="tpu")
+    run = {"embedding": lambda: torch.nn.functional.embedding(index, cpu),
+           "index_select": lambda: torch.index_select(cpu, 0, index),
+           "gather": lambda: torch.gather(cpu, 0, index.view(1, 2)),
+           "mm": lambda: cpu @ tpu,
+           "mm_cpu_second": lambda: tpu @ cpu}[op]
+    with pytest.raises(RuntimeError, match="same device") as error:
+        run()
+    message = str(error.value)
+    assert "tpu:-1" not in message
+    assert "cpu and tpu:0" in message or "tpu:0 and cpu" in message, message
+
+
 def test_mixing_tpu_devices_raises():
     if torch.tpu.device_count() < 2:
         pytest.skip("needs two tpu devices")

@@ -100,7 +100,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   if (format == at::MemoryFormat::Contiguous) format = weight.suggest_memory_format();
   at::Tensor output = empty_like_format(shape, input, input.scalar_type(), format);
   if (output.numel() == 0) return output;
-  Program prog("convolution", input.device().index());
+  Program prog("convolution", input.device());
   ir::Graph& g = prog.graph();
   ir::DType acc = accumulate_type(input.scalar_type());
   ir::Value x = prog.read(input), w = prog.read(weight);
@@ -134,7 +134,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
       if (t->defined()) *t = at::zeros(t->sizes(), options);
     return {grad_input, grad_weight, grad_bias};
   }
-  Program prog("convolution_backward", input.device().index());
+  Program prog("convolution_backward", input.device());
   ir::Graph& g = prog.graph();
   ir::DType acc = accumulate_type(input.scalar_type());
   ir::Value gy = prog.read(grad_output);
@@ -249,7 +249,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool_impl(const char* name, int64_t k, co
     index = prepare_output(name, indices, shape, c10::kLong, self.device(), false);
   }
   if (values.numel() == 0) return {values, index};
-  Program prog(name, self.device().index());
+  Program prog(name, self.device());
   lowering::MaxPoolResult r = lowering::max_pool(prog.graph(), prog.read(self), p);
   prog.write(values, r.values);
   prog.write(index, r.indices);
@@ -286,7 +286,7 @@ at::Tensor max_pool_backward_impl(const char* name, int64_t k, const at::Tensor&
   c10::DeviceGuard guard(self.device());
   at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
   if (grad_input.numel() == 0) return grad_input;
-  Program prog(name, self.device().index());
+  Program prog(name, self.device());
   ir::Graph& g = prog.graph();
   ir::Value r = lowering::max_pool_backward(g, prog.read(grad_output), prog.read(indices), to_shape(self.sizes()),
                                             k, accumulate_type(grad_output.scalar_type()));
@@ -329,7 +329,7 @@ at::Tensor avg_pool_impl(const char* name, int64_t k, const at::Tensor& self, at
   at::Tensor output = out ? prepare_output(name, out, shape, self.scalar_type(), self.device(), false)
                           : empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
   if (output.numel() == 0) return output;
-  Program prog(name, self.device().index());
+  Program prog(name, self.device());
   prog.write(output, lowering::avg_pool(prog.graph(), prog.read(self), p, count_include_pad, divisor_override,
                                         accumulate_type(self.scalar_type())));
   prog.run();
@@ -362,7 +362,7 @@ at::Tensor avg_pool_backward_impl(const char* name, int64_t k, const at::Tensor&
   c10::DeviceGuard guard(self.device());
   at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
   if (grad_input.numel() == 0) return grad_input;
-  Program prog(name, self.device().index());
+  Program prog(name, self.device());
   prog.write(grad_input, lowering::avg_pool_backward(prog.graph(), prog.read(grad_output), to_shape(self.sizes()), p,
                                                      count_include_pad, divisor_override,
                                                      accumulate_type(grad_output.scalar_type())));
@@ -413,7 +413,7 @@ at::Tensor adaptive_avg_pool_impl(const char* name, int64_t k, const at::Tensor&
   at::Tensor output = out ? prepare_output(name, out, shape, self.scalar_type(), self.device(), false)
                           : empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
   if (output.numel() == 0) return output;
-  Program prog(name, self.device().index());
+  Program prog(name, self.device());
   prog.write(output, lowering::adaptive_avg_pool(prog.graph(), prog.read(self), output_size,
                                                  accumulate_type(self.scalar_type())));
   prog.run();
@@ -438,7 +438,7 @@ at::Tensor adaptive_avg_pool_backward_impl(const char* name, int64_t k, const at
   at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
   if (grad_input.numel() == 0) return grad_input;
   if (grad_output.numel() == 0) return grad_input.zero_();
-  Program prog(name, self.device().index());
+  Program prog(name, self.device());
   prog.write(grad_input, lowering::adaptive_avg_pool_backward(prog.graph(), prog.read(grad_output),
                                                               to_shape(self.sizes()), k,
                                                               accumulate_type(grad_output.scalar_type())));
@@ -541,7 +541,7 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_pool_impl(const char* name, int6
     index = prepare_output(name, indices, shape, c10::kLong, self.device(), false);
   }
   if (values.numel() == 0) return {values, index};
-  Program prog(name, self.device().index());
+  Program prog(name, self.device());
   lowering::MaxPoolResult r = lowering::adaptive_max_pool(prog.graph(), prog.read(self), output);
   prog.write(values, r.values);
   prog.write(index, r.indices);
@@ -557,7 +557,7 @@ at::Tensor adaptive_max_pool_backward_impl(const char* name, int64_t k, const at
   at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
   if (grad_input.numel() == 0) return grad_input;
   if (grad_output.numel() == 0) return grad_input.zero_();
-  Program prog(name, self.device().index());
+  Program prog(name, self.device());
   prog.write(grad_input, lowering::max_pool_backward(prog.graph(), prog.read(grad_output), prog.read(indices),
                                                      to_shape(self.sizes()), k,
                                                      accumulate_type(grad_output.scalar_type())));
@@ -634,7 +634,7 @@ at::Tensor max_unpool_impl(const char* name, int64_t k, const at::Tensor& self, 
                             : empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
   if (output_t.numel() == 0) return output_t;
   if (self.numel() == 0) return output_t.zero_();
-  Program prog(name, self.device().index());
+  Program prog(name, self.device());
   ir::Graph& g = prog.graph();
   ir::Value r = lowering::max_unpool(g, ir::reshape(g, prog.read(self), {planes, length}),
                                      ir::reshape(g, prog.read(indices), {planes, length}), size);
@@ -701,7 +701,7 @@ std::tuple<at::Tensor, at::Tensor> fractional_impl(const char* name, int64_t k, 
   at::Tensor values = prepare_output(name, out, shape, self.scalar_type(), self.device(), false);
   at::Tensor index = prepare_output(name, indices, shape, c10::kLong, self.device(), false);
   if (values.numel() == 0) return {values, index};
-  Program prog(name, self.device().index());
+  Program prog(name, self.device());
   ir::Graph& g = prog.graph();
   ir::Shape xs{planes};
   for (int64_t d = 0; d < k; ++d) xs.push_back(self.size(self.dim() - k + d));
@@ -724,7 +724,7 @@ at::Tensor fractional_backward_impl(const char* name, int64_t k, const at::Tenso
   at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
   if (grad_input.numel() == 0) return grad_input;
   if (grad_output.numel() == 0) return grad_input.zero_();
-  Program prog(name, self.device().index());
+  Program prog(name, self.device());
   prog.write(grad_input, lowering::max_pool_backward(prog.graph(), prog.read(grad_output), prog.read(indices),
                                                      to_shape(self.sizes()), k,
                                                      accumulate_type(grad_output.scalar_type())));

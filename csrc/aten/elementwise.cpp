@@ -970,7 +970,7 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
               value.dim(), " dimensions.");
   c10::DeviceGuard guard(self.device());
-  Program p("fill_", self.device().index());
+  Program p("fill_", self.device());
   ir::Value v = read_operand(p, value, self.scalar_type());
   p.write(self, ir::broadcast_in_dim(p.graph(), v, to_shape(self.sizes()), {}));
   p.run();
@@ -979,7 +979,7 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
 
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   c10::DeviceGuard guard(self.device());
-  Program p("fill_", self.device().index());
+  Program p("fill_", self.device());
   ir::Value v = scalar_value(p, value, lowering::to_ir(self.scalar_type()));
   p.write(self, ir::broadcast_in_dim(p.graph(), v, to_shape(self.sizes()), {}));
   p.run();
@@ -992,7 +992,7 @@ at::Tensor& zero_(at::Tensor& self) {
     return self;
   }
   c10::DeviceGuard guard(self.device());
-  Program p("zero_", self.device().index());
+  Program p("zero_", self.device());
   p.write(self, ir::full(p.graph(), lowering::to_ir(self.scalar_type()), 0, to_shape(self.sizes())));
   p.run();
   return self;

@@ -49,7 +49,7 @@ at::Tensor run_fft(const char* name, const at::Tensor& self, c10::IntArrayRef sh
   at::Tensor result = prepare_output(name, out, shape, dtype, self.device(), false);
   TORCH_CHECK(out == nullptr || out->scalar_type() == dtype, name, ": expected out dtype ", dtype, " but got ",
               out->scalar_type());
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   p.write(result, build(p.graph(), p.read(self)));
   p.run();
   return result;
@@ -127,7 +127,7 @@ at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_
   if (input_sizes.empty()) {  // a 0-dim input unfolds to [size] with size <= 1: its one window
     c10::DeviceGuard guard(grad_in.device());
     at::Tensor result = at::empty({}, grad_in.options());
-    Program p("unfold_backward", grad_in.device().index());
+    Program p("unfold_backward", grad_in.device());
     ir::DType dtype = lowering::to_ir(grad_in.scalar_type());
     p.write(result, grad_in.numel() == 0 ? ir::full(p.graph(), dtype, 0, {})
                                          : ir::reshape(p.graph(), p.read(grad_in), {}));
@@ -138,7 +138,7 @@ at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_
   dim = at::maybe_wrap_dim(dim, rank);
   c10::DeviceGuard guard(grad_in.device());
   at::Tensor result = at::empty(input_sizes, grad_in.options());
-  Program p("unfold_backward", grad_in.device().index());
+  Program p("unfold_backward", grad_in.device());
   ir::Graph& g = p.graph();
   if (result.numel() == 0) return result;
   int64_t windows = grad_in.size(dim);

@@ -92,7 +92,7 @@ at::Tensor gather_op(const char* name, const at::Tensor& self, int64_t dim, cons
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, m.sizes(), m.scalar_type(), self.device(), false);
   if (output.numel() == 0) return output;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   p.write(output, lowering::gather_dim(p.graph(), p.read(self), d, p.read(index)));
   p.run();
   return output;
@@ -138,7 +138,7 @@ at::Tensor index_select_op(const char* name, const at::Tensor& self, int64_t dim
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, sizes, dtype, self.device(), false);
   if (output.numel() == 0) return output;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   p.write(output, lowering::select_rows(p.graph(), p.read(self), d, p.read(index)));
   p.run();
   return output;
@@ -175,7 +175,7 @@ at::Tensor scatter_op(const char* name, const at::Tensor& self, int64_t dim, con
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), inplace);
   if (output.numel() == 0) return output;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = p.read(self);
   if (index.numel() > 0) {
@@ -290,7 +290,7 @@ at::Tensor scatter_reduce_two_op(const char* name, const at::Tensor& self, int64
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), type, self.device(), inplace);
   if (output.numel() == 0) return output;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = p.read(self);
   if (index.numel() > 0) {
@@ -335,7 +335,7 @@ at::Tensor index_combine_op(const char* name, bool add, const at::Tensor& self, 
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), inplace);
   if (output.numel() == 0) return output;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = p.read(self);
   if (index.numel() > 0) {
@@ -386,7 +386,7 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
 
 int64_t count_nonzero_on_device(const char* name, const at::Tensor& t) {
   if (t.numel() == 0) return 0;
-  Program p(name, t.device().index());
+  Program p(name, t.device());
   return download_count(p, lowering::count_nonzero(p.graph(), p.read(t)));
 }
 
@@ -398,7 +398,7 @@ at::Tensor nonzero_op(const char* name, const at::Tensor& self, at::Tensor* out)
   int64_t count = count_nonzero_on_device(name, self);
   at::Tensor output = prepare_output(name, out, {count, self.dim()}, c10::kLong, self.device(), false);
   if (output.numel() == 0) return output;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   p.write(output, lowering::nonzero(p.graph(), p.read(self), count));
   p.run();
   return output;
@@ -416,13 +416,13 @@ at::Tensor masked_select_op(const char* name, const at::Tensor& self, const at::
   c10::DeviceGuard guard(self.device());
   int64_t count = 0;
   if (c10::multiply_integers(shape) > 0) {
-    Program p(name, self.device().index());
+    Program p(name, self.device());
     ir::Value m = ir::broadcast_to(p.graph(), p.read(mask), to_shape(shape));
     count = download_count(p, lowering::count_nonzero(p.graph(), m));
   }
   at::Tensor output = prepare_output(name, out, {count}, self.scalar_type(), self.device(), false);
   if (count == 0) return output;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = ir::broadcast_to(g, p.read(self), to_shape(shape));
   ir::Value m = ir::broadcast_to(g, p.read(mask), to_shape(shape));
@@ -452,7 +452,7 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
               self.sizes());
   if (self.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
-  Program p("masked_scatter_", self.device().index());
+  Program p("masked_scatter_", self.device());
   ir::Graph& g = p.graph();
   ir::Shape shape = to_shape(self.sizes());
   int64_t n = self.numel();
@@ -580,7 +580,7 @@ at::Tensor index_op(const char* name, const at::Tensor& self, const OptionalTens
   }
   at::Tensor output = prepare_output(name, out, s.result_shape, self.scalar_type(), self.device(), false);
   if (output.numel() == 0) return output;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   p.write(output, lowering::advanced_index(p.graph(), p.read(self), read_indices(p, s)));
   p.run();
   return output;
@@ -613,7 +613,7 @@ bool put_as_select(at::Tensor& self, const OptionalTensors& indices, const at::T
     if (mask.size(j) != self.size(position + j)) return false;
   if (self.numel() == 0) return true;
   if (!mask.is_privateuseone()) mask = mask.to(self.device());
-  Program p("index_put_", self.device().index());
+  Program p("index_put_", self.device());
   ir::Graph& g = p.graph();
   ir::Shape shape = to_shape(self.sizes());
   ir::Dims dims;
@@ -641,7 +641,7 @@ at::Tensor& index_put_impl_(at::Tensor& self, const OptionalTensors& raw, const 
     return self;
   }
   if (self.numel() == 0 || c10::multiply_integers(s.result_shape) == 0) return self;
-  Program p("index_put_", self.device().index());
+  Program p("index_put_", self.device());
   ir::Graph& g = p.graph();
   std::vector<std::optional<ir::Value>> idx = read_indices(p, s);
   ir::Value v = ir::broadcast_to(g, p.read(values), to_shape(s.result_shape));
@@ -662,7 +662,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
   c10::DeviceGuard guard(grad.device());
   at::Tensor output = at::empty({num_weights, width}, grad.options());
   if (output.numel() == 0) return output;
-  Program p("embedding_dense_backward", grad.device().index());
+  Program p("embedding_dense_backward", grad.device());
   ir::Graph& g = p.graph();
   if (indices.numel() == 0) {
     p.write(output, ir::full(g, lowering::to_ir(grad.scalar_type()), 0, {num_weights, width}));
@@ -693,7 +693,7 @@ at::Tensor take_op(const at::Tensor& self, const at::Tensor& index, at::Tensor* 
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output("take", out, index.sizes(), self.scalar_type(), self.device(), false);
   if (output.numel() == 0) return output;
-  Program p("take", self.device().index());
+  Program p("take", self.device());
   ir::Graph& g = p.graph();
   int64_t n = self.numel();
   ir::Value idx = lowering::clamp_index(g, lowering::wrap_negative(g, p.read(index), n), n);
@@ -718,7 +718,7 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
   check_index_values("put_", index, {self.numel(), true}, ErrorType::Index, flat_out_of_range(self.numel()));
   if (index.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
-  Program p("put_", self.device().index());
+  Program p("put_", self.device());
   ir::Graph& g = p.graph();
   int64_t n = self.numel(), k = index.numel();
   ir::Value idx = lowering::wrap_negative(g, ir::reshape(g, p.read(index), {k}), n);
@@ -742,7 +742,7 @@ at::Tensor& index_fill_op(at::Tensor& self, int64_t dim, const at::Tensor& index
                      OutOfBounds{d, dim_size(self, d)});
   if (self.numel() == 0 || index.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
-  Program p("index_fill_", self.device().index());
+  Program p("index_fill_", self.device());
   ir::Graph& g = p.graph();
   int64_t size = self.dim() == 0 ? 1 : self.size(d), k = index.numel();
   ir::Value idx = lowering::wrap_negative(g, ir::reshape(g, p.read(index), {k}), size);
@@ -775,7 +775,7 @@ at::Tensor index_reduce_op(const char* name, const at::Tensor& self, int64_t dim
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), type, self.device(), inplace);
   if (output.numel() == 0) return output;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = p.read(self);
   if (index.numel() > 0) {
@@ -822,7 +822,7 @@ at::Tensor repeat_interleave(const at::Tensor& repeats, std::optional<c10::SymIn
   if (output_size.has_value()) {
     total = output_size->expect_int();
   } else if (n > 0) {
-    Program p("repeat_interleave", repeats.device().index());
+    Program p("repeat_interleave", repeats.device());
     ir::Graph& g = p.graph();
     ir::Value r = ir::convert(g, p.read(repeats), ir::DType::S64);
     ir::Value sum = ir::reduce(g, r, ir::constant_int(g, ir::DType::S64, 0), {0}, ir::Combiner::Add);
@@ -836,7 +836,7 @@ at::Tensor repeat_interleave(const at::Tensor& repeats, std::optional<c10::SymIn
   }
   at::Tensor output = at::empty({total}, repeats.options());
   if (total == 0 || n == 0) return output;
-  Program p("repeat_interleave", repeats.device().index());
+  Program p("repeat_interleave", repeats.device());
   ir::Graph& g = p.graph();
   ir::Value ends = lowering::prefix_sum(g, ir::convert(g, p.read(repeats), ir::DType::S64));
   // Output j belongs to the first i whose running total exceeds j.
@@ -851,7 +851,7 @@ at::Tensor nonzero_static_op(const at::Tensor& self, int64_t size, int64_t fill_
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output("nonzero_static", out, {size, self.dim()}, c10::kLong, self.device(), false);
   if (output.numel() == 0) return output;
-  Program p("nonzero_static", self.device().index());
+  Program p("nonzero_static", self.device());
   ir::Graph& g = p.graph();
   ir::Value x = self.numel() == 0 ? ir::full(g, ir::DType::Pred, 0, {1}) : p.read(self);
   ir::Value fill = p.scalar(fill_value, ir::DType::S64);

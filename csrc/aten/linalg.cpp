@@ -47,7 +47,7 @@ at::Tensor matmul_op(const char* name, const at::Tensor* self, const at::Tensor&
   shape.push_back(m1.size(rank - 2));
   shape.push_back(m2.size(rank - 1));
   at::Tensor output = prepare_output(name, out, shape, dtype, m1.device(), inplace);
-  Program p(name, m1.device().index());
+  Program p(name, m1.device());
   ir::Graph& g = p.graph();
   ir::DType compute = lowering::to_ir(dtype);
   ir::Value a = p.read_logical(m1), b = p.read_logical(m2);
@@ -123,7 +123,7 @@ at::Tensor dot_op(const char* name, const at::Tensor& self, const at::Tensor& ot
   TORCH_CHECK(self.scalar_type() != c10::kBool, "\"", name, "\" not implemented for 'Bool'");
   c10::DeviceGuard guard(self.device());
   at::Tensor output = at::empty({}, self.options());
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = p.read_logical(self);
   if (conjugate_self) x = lowering::conj(g, x);
@@ -164,7 +164,7 @@ at::Tensor addmv_op(const char* name, const at::Tensor& self, const at::Tensor& 
   c10::DeviceGuard guard(mat.device());
   at::Tensor output = prepare_output(name, out, {mat.size(0)}, dtype, mat.device(), inplace);
   if (output.numel() == 0) return output;
-  Program p(name, mat.device().index());
+  Program p(name, mat.device());
   ir::Graph& g = p.graph();
   ir::Value prod = lowering::contract(g, p.read(mat), p.read(vec), {}, {}, {1}, {0}, accumulate_type(dtype));
   p.write(output, add_scaled(p, ir::convert(g, prod, lowering::to_ir(dtype)), self, dtype, beta, alpha));
@@ -205,7 +205,7 @@ at::Tensor addbmm_op(const char* name, const at::Tensor& self, const at::Tensor&
   c10::DeviceGuard guard(b1.device());
   at::Tensor output = prepare_output(name, out, shape, dtype, b1.device(), inplace);
   if (output.numel() == 0) return output;
-  Program p(name, b1.device().index());
+  Program p(name, b1.device());
   ir::Graph& g = p.graph();
   ir::Value prod = lowering::contract(g, p.read(b1), p.read(b2), {}, {}, {0, 2}, {0, 1}, accumulate_type(dtype));
   p.write(output, add_scaled(p, ir::convert(g, prod, lowering::to_ir(dtype)), self, dtype, beta, alpha));

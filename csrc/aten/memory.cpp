@@ -106,7 +106,7 @@ at::Tensor to_cpu(const at::Tensor& src) {
   if (direct) {
     buffer = value->buffer;
   } else {
-    Program p("to_cpu", src.device().index());
+    Program p("to_cpu", src.device());
     ir::Value v = p.read(src);
     buffer = p.run_for_result(v);
   }
@@ -185,7 +185,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
       dst.copy_(values);
     }
   } else if (src_tpu && dst_tpu && self.device() == dst.device()) {
-    Program p("copy_", dst.device().index());
+    Program p("copy_", dst.device());
     ir::Value v = p.read(self);
     ir::Graph& g = p.graph();
     // Raw values in, raw values out: apply the lazy bits that differ.

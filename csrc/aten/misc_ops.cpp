@@ -44,7 +44,7 @@ at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 0) return out;
   c10::DeviceGuard guard(out.device());
-  Program p("logspace.out", out.device().index());
+  Program p("logspace.out", out.device());
   ir::Graph& g = p.graph();
   lowering::Formula f{g};
   ir::DType compute = platform_has_f64() ? ir::DType::F64 : ir::DType::F32;
@@ -133,7 +133,7 @@ at::Tensor cdist_forward_op(const at::Tensor& x1, const at::Tensor& x2, double p
   c10::DeviceGuard guard(x1.device());
   at::Tensor result = prepare_output("_cdist_forward", out, shape, x1.scalar_type(), x1.device(), false);
   if (result.numel() == 0) return result;
-  Program prog(out != nullptr ? "_cdist_forward.out" : "_cdist_forward", x1.device().index());
+  Program prog(out != nullptr ? "_cdist_forward.out" : "_cdist_forward", x1.device());
   ir::Graph& g = prog.graph();
   ir::DType dt = compute_dtype(x1);
   ir::Value r;
@@ -170,7 +170,7 @@ at::Tensor cdist_backward_op(const at::Tensor& grad, const at::Tensor& x1, const
   c10::DeviceGuard guard(x1.device());
   at::Tensor result = prepare_output("_cdist_backward", out, shape, x1.scalar_type(), x1.device(), false);
   if (result.numel() == 0) return result;
-  Program prog(out != nullptr ? "_cdist_backward.out" : "_cdist_backward", x1.device().index());
+  Program prog(out != nullptr ? "_cdist_backward.out" : "_cdist_backward", x1.device());
   ir::Graph& g = prog.graph();
   ir::DType dt = compute_dtype(x1);
   ir::Value r;
@@ -214,7 +214,7 @@ at::Tensor pdist_forward_op(const at::Tensor& self, double p, at::Tensor* out) {
   c10::DeviceGuard guard(self.device());
   at::Tensor result = prepare_output("_pdist_forward", out, {k}, self.scalar_type(), self.device(), false);
   if (k == 0) return result;
-  Program prog(out != nullptr ? "_pdist_forward.out" : "_pdist_forward", self.device().index());
+  Program prog(out != nullptr ? "_pdist_forward.out" : "_pdist_forward", self.device());
   ir::Graph& g = prog.graph();
   ir::DType dt = compute_dtype(self);
   ir::Value r = m == 0 ? ir::full(g, dt, 0, {k}) : lowering::pdist(g, ir::convert(g, prog.read(self), dt), p);
@@ -235,7 +235,7 @@ at::Tensor pdist_backward_op(const at::Tensor& grad, const at::Tensor& self, dou
   c10::DeviceGuard guard(self.device());
   at::Tensor result = prepare_output("_pdist_backward", out, self.sizes(), self.scalar_type(), self.device(), false);
   if (result.numel() == 0) return result;
-  Program prog(out != nullptr ? "_pdist_backward.out" : "_pdist_backward", self.device().index());
+  Program prog(out != nullptr ? "_pdist_backward.out" : "_pdist_backward", self.device());
   ir::Graph& g = prog.graph();
   ir::DType dt = compute_dtype(self);
   ir::Value r;
@@ -358,7 +358,7 @@ at::Tensor segment_reduce_op(const at::Tensor& data, c10::string_view reduce, co
   at::Tensor result = prepare_output("segment_reduce", out, shape, data.scalar_type(), data.device(), false);
   if (result.numel() == 0) return result;
   if (!unsafe) check_segments(sp, data.device().index());
-  Program prog(out != nullptr ? "segment_reduce.out" : "segment_reduce", data.device().index());
+  Program prog(out != nullptr ? "segment_reduce.out" : "segment_reduce", data.device());
   ir::Graph& g = prog.graph();
   ir::Value x = ir::reshape(g, prog.read(data), {sp.b, sp.l, sp.i});
   ir::Value r = lowering::segment_reduce(g, x, segment_offsets(prog, sp), kind, initial_value(prog, initial, data));
@@ -387,7 +387,7 @@ at::Tensor segment_reduce_backward_op(const at::Tensor& grad, const at::Tensor& 
   at::Tensor result = prepare_output("_segment_reduce_backward", out, data.sizes(), data.scalar_type(),
                                      data.device(), false);
   if (result.numel() == 0) return result;
-  Program prog(out != nullptr ? "_segment_reduce_backward.out" : "_segment_reduce_backward", data.device().index());
+  Program prog(out != nullptr ? "_segment_reduce_backward.out" : "_segment_reduce_backward", data.device());
   ir::Graph& g = prog.graph();
   ir::Value r;
   if (sp.s == 0) {
@@ -439,7 +439,7 @@ at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool ke
   TORCH_CHECK(out.scalar_type() == c10::kUInt64, "hash_tensor: expected out to have dtype UInt64, but got ",
               out.scalar_type());
   if (out.numel() == 0) return out;
-  Program p("hash_tensor.out", self.device().index());
+  Program p("hash_tensor.out", self.device());
   ir::Graph& g = p.graph();
   ir::DType wide = c10::isFloatingType(t) ? ir::DType::F64 : ir::DType::S64;
   ir::Value x = ir::bitcast_convert(g, ir::convert(g, p.read(self), wide), ir::DType::U64, in);

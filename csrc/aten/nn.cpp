@@ -58,7 +58,7 @@ at::Tensor softmax_op(const char* name, bool log, const at::Tensor& self, int64_
   TORCH_CHECK(c10::isFloatingType(result), name, " not implemented for '", t, "'");
   c10::DeviceGuard guard(self.device());
   at::Tensor output = output_for(name, out, self, self.sizes(), result);
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Value x = p.read(self);
   p.write(output, log ? lowering::log_softmax(p.graph(), x, d, ir_of(result))
                       : lowering::softmax(p.graph(), x, d, ir_of(result)));
@@ -87,7 +87,7 @@ at::Tensor softmax_backward_op(const char* name, bool log, const at::Tensor& gra
               " doesn't match output shape ", output.sizes());
   c10::DeviceGuard guard(output.device());
   at::Tensor result = output_for(name, out, output, output.sizes(), input_dtype);
-  Program p(name, output.device().index());
+  Program p(name, output.device());
   ir::Value gv = p.read(grad), ov = p.read(output);
   p.write(result, log ? lowering::log_softmax_backward(p.graph(), gv, ov, d, ir_of(input_dtype))
                       : lowering::softmax_backward(p.graph(), gv, ov, d, ir_of(input_dtype)));
@@ -155,7 +155,7 @@ Tensor3 layer_norm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape
   c10::DeviceGuard guard(input.device());
   at::Tensor out = new_tensor(input, input.sizes(), input.scalar_type());
   at::Tensor mean = new_tensor(input, stat_shape, stats), rstd = new_tensor(input, stat_shape, stats);
-  Program p("native_layer_norm", input.device().index());
+  Program p("native_layer_norm", input.device());
   lowering::NormForward f = lowering::layer_norm(p.graph(), p.read(input), axis, read_opt(p, weight),
                                                  read_opt(p, bias), eps, ir_of(input.scalar_type()));
   p.write(out, f.out);
@@ -183,7 +183,7 @@ Tensor3 layer_norm_backward(const at::Tensor& grad, const at::Tensor& input, c10
     if (gb.defined()) gb.zero_();
     return {gi, gw, gb};
   }
-  Program p("native_layer_norm_backward", input.device().index());
+  Program p("native_layer_norm_backward", input.device());
   c10::ScalarType param = defined(weight) ? weight->scalar_type() : gb.defined() ? gb.scalar_type()
                                                                                   : input.scalar_type();
   lowering::NormGrads r = lowering::layer_norm_backward(p.graph(), p.read(grad), p.read(input), axis, p.read(mean),
@@ -221,7 +221,7 @@ Tensor3 group_norm_backward(const at::Tensor& grad, const at::Tensor& input, con
     if (gb.defined()) gb.zero_();
     return {gi, gw, gb};
   }
-  Program p("native_group_norm_backward", input.device().index());
+  Program p("native_group_norm_backward", input.device());
   lowering::NormGrads r = lowering::group_norm_backward(p.graph(), p.read(grad), p.read(input), p.read(mean),
                                                         p.read(rstd), read_opt(p, weight), group, mask,
                                                         ir_of(input.scalar_type()), ir_of(param));
@@ -258,7 +258,7 @@ Tensor3 batch_norm_op(const char* name, const at::Tensor& input, const OptTensor
   at::Tensor o = output_for(name, out, input, input.sizes(), input.scalar_type());
   at::Tensor sm = output_for(name, save_mean, input, {training ? c : 0}, stats);
   at::Tensor si = output_for(name, save_invstd, input, {training ? c : 0}, stats);
-  Program p(name, input.device().index());
+  Program p(name, input.device());
   ir::Graph& g = p.graph();
   ir::Value x = p.read(input);
   if (!training) {
@@ -354,7 +354,7 @@ Tensor3 batch_norm_backward(const at::Tensor& grad, const at::Tensor& input, con
   if (mask[0]) gi = new_tensor(input, input.sizes(), input.scalar_type());
   if (mask[1]) gw = new_tensor(input, {c}, defined(weight) ? weight->scalar_type() : param);
   if (mask[2]) gb = new_tensor(input, {c}, defined(weight) ? weight->scalar_type() : param);
-  Program p("native_batch_norm_backward", input.device().index());
+  Program p("native_batch_norm_backward", input.device());
   ir::Graph& g = p.graph();
   ir::Value m = ir::reshape(g, p.read(*mean), {c});
   ir::Value s = ir::reshape(g, p.read(*spread), {c});
@@ -412,7 +412,7 @@ std::tuple<at::Tensor, at::Tensor> nll_forward_op(const char* name, bool is_2d, 
   c10::IntArrayRef out_shape = red == Reduction::None ? target.sizes() : c10::IntArrayRef{};
   at::Tensor output = output_for(name, out, self, out_shape, self.scalar_type());
   at::Tensor total_weight = output_for(name, total, self, {}, self.scalar_type());
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   lowering::NllForward f = lowering::nll_loss(p.graph(), p.read(self), p.read(target), read_opt(p, weight), red,
                                               ignore_index, ir_of(self.scalar_type()));
   p.write(output, f.output);
@@ -430,7 +430,7 @@ at::Tensor nll_backward_op(const char* name, bool is_2d, const at::Tensor& grad,
               ": grad_output has the wrong shape ", grad.sizes());
   c10::DeviceGuard guard(self.device());
   at::Tensor gi = output_for(name, out, self, self.sizes(), self.scalar_type());
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Value gv = ir::reshape(p.graph(), p.read(grad), red == Reduction::None ? to_shape(target.sizes()) : ir::Shape{});
   p.write(gi, lowering::nll_loss_backward(p.graph(), gv, p.read(self), p.read(target), read_opt(p, weight), red,
                                           ignore_index, p.read(total_weight), ir_of(self.scalar_type())));
@@ -511,7 +511,7 @@ at::Tensor loss_op(const char* name, Loss kind, const at::Tensor& self, const at
   c10::DeviceGuard guard(self.device());
   at::Tensor output = output_for(name, out, self, red == Reduction::None ? c10::IntArrayRef(shape) : c10::IntArrayRef{},
                                  dtype);
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Shape s = to_shape(shape);
   ir::Value x = ir::broadcast_to(g, p.read_as(self, dtype), s);
@@ -535,7 +535,7 @@ at::Tensor loss_backward_op(const char* name, Loss kind, const at::Tensor& grad,
   c10::DeviceGuard guard(self.device());
   // ATen's backward kernels write into a tensor like the input (mse keeps the promoted dtype).
   at::Tensor gi = output_for(name, out, self, shape, kind == Loss::Mse ? dtype : self.scalar_type());
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Shape s = to_shape(shape);
   ir::Value x = ir::broadcast_to(g, p.read_as(self, dtype), s);
@@ -597,7 +597,7 @@ at::Tensor bce_logits_op(const char* name, const at::Tensor& self, const at::Ten
   c10::DeviceGuard guard(self.device());
   at::Tensor output =
       output_for(name, out, self, red == Reduction::None ? c10::IntArrayRef(shape) : c10::IntArrayRef{}, dtype);
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Shape s = to_shape(shape);
   auto operand = [&](const at::Tensor& t) { return ir::broadcast_to(g, p.read_as(t, dtype), s); };
@@ -786,7 +786,7 @@ std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad,
   at::Tensor gi = at::empty(shape, self.options().dtype(t));
   at::Tensor gw = at::empty(shape, weight.options().dtype(t));
   if (gi.numel() == 0) return {gi, gw};
-  Program p("_prelu_kernel_backward", self.device().index());
+  Program p("_prelu_kernel_backward", self.device());
   ir::Graph& g = p.graph();
   ir::Shape s = to_shape(shape);
   auto operand = [&](const at::Tensor& x) { return ir::broadcast_to(g, p.read_as(x, compute), s); };
@@ -812,7 +812,7 @@ at::Tensor glu_op(const char* name, const at::Tensor& self, int64_t dim, at::Ten
   c10::DeviceGuard guard(self.device());
   at::Tensor output = output_for(name, out, self, shape, self.scalar_type());
   if (output.numel() == 0) return output;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = p.read_as(self, lowering::opmath_type(self.scalar_type()));
   p.write(output, lowering::glu(g, x, d));
@@ -834,7 +834,7 @@ at::Tensor glu_backward_op(const char* name, const at::Tensor& grad, const at::T
   c10::DeviceGuard guard(self.device());
   at::Tensor gi = output_for(name, out, self, self.sizes(), self.scalar_type());
   if (gi.numel() == 0) return gi;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   c10::ScalarType compute = lowering::opmath_type(self.scalar_type());
   p.write(gi, lowering::glu_backward(p.graph(), p.read_as(grad, compute), p.read_as(self, compute), d));
   p.run();
@@ -971,7 +971,7 @@ at::Tensor multi_margin_op(const char* name, const at::Tensor& self, const at::T
   c10::DeviceGuard guard(self.device());
   at::Tensor output = output_for(name, out, self, shape, self.scalar_type());
   if (n == 0) return red == Reduction::Mean ? output.fill_(NAN) : output.zero_();
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = ir::reshape(g, p.read(self), {n, c});
   ir::Value t = ir::reshape(g, p.read(target), {n});
@@ -1003,7 +1003,7 @@ at::Tensor multi_margin_backward_op(const char* name, const at::Tensor& grad, co
   c10::DeviceGuard guard(self.device());
   at::Tensor gi = output_for(name, out, self, self.sizes(), self.scalar_type());
   if (gi.numel() == 0) return gi;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = ir::reshape(g, p.read(self), {n, c});
   ir::Value t = ir::reshape(g, p.read(target), {n});
@@ -1060,7 +1060,7 @@ std::tuple<at::Tensor, at::Tensor> multilabel_forward_op(const char* name, const
     targets.zero_();
     return {red == Reduction::Mean ? output.fill_(NAN) : output.zero_(), targets};
   }
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   lowering::MultilabelForward f = lowering::multilabel_margin_loss(
       g, ir::reshape(g, p.read(self), {n, c}), ir::reshape(g, p.read(target), {n, c}), red, ir_of(self.scalar_type()));
@@ -1086,7 +1086,7 @@ at::Tensor multilabel_backward_op(const char* name, const at::Tensor& grad, cons
   c10::DeviceGuard guard(self.device());
   at::Tensor gi = output_for(name, out, self, self.sizes(), self.scalar_type());
   if (gi.numel() == 0) return gi;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   ir::Value gv = ir::reshape(g, p.read(grad), red == Reduction::None ? ir::Shape{n} : ir::Shape{});
   ir::Value r = lowering::multilabel_margin_loss_backward(g, gv, ir::reshape(g, p.read(self), {n, c}),
@@ -1157,7 +1157,7 @@ Tensor4 embedding_bag_op(const char* name, const at::Tensor& weight, const at::T
     max_indices.fill_(m == lowering::BagMode::Max ? -1 : 0);
     return {output, offset2bag, bag_size, max_indices};
   }
-  Program p(name, weight.device().index());
+  Program p(name, weight.device());
   ir::Graph& g = p.graph();
   OptValue w;
   if (defined(psw)) w = p.read(*psw);
@@ -1193,7 +1193,7 @@ at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor
   at::Tensor gw = at::empty({num_weights, grad.size(1)}, grad.options());
   if (gw.numel() == 0) return gw;
   if (indices.numel() == 0 || grad.numel() == 0) return gw.zero_();
-  Program p("_embedding_bag_dense_backward", grad.device().index());
+  Program p("_embedding_bag_dense_backward", grad.device());
   ir::Graph& g = p.graph();
   OptValue w;
   if (defined(psw)) w = p.read(*psw);
@@ -1221,7 +1221,7 @@ at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad, con
   at::Tensor r = at::empty({indices.numel()}, grad.options());
   if (r.numel() == 0) return r;
   if (grad.numel() == 0) return r.zero_();
-  Program p("_embedding_bag_per_sample_weights_backward", grad.device().index());
+  Program p("_embedding_bag_per_sample_weights_backward", grad.device());
   p.write(r, lowering::embedding_bag_per_sample_weights_backward(p.graph(), p.read(grad), p.read(weight),
                                                                  p.read(indices), p.read(offset2bag), padding_idx,
                                                                  ir_of(grad.scalar_type())));
@@ -1285,7 +1285,7 @@ at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, doubl
   at::checkScalarTypes("embedding_renorm_", indices_arg, {c10::kLong, c10::kInt});
   if (indices.numel() == 0 || self.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
-  Program p("embedding_renorm_", self.device().index());
+  Program p("embedding_renorm_", self.device());
   ir::Graph& g = p.graph();
   ir::Value idx = ir::convert(g, ir::reshape(g, p.read(indices), {indices.numel()}), ir::DType::S64);
   ir::DType acc = lowering::accumulate_dtype(ir_of(self.scalar_type()));
@@ -1356,7 +1356,7 @@ std::tuple<at::Tensor, at::Tensor> ctc_loss(const at::Tensor& log_probs, const a
   at::Tensor nll = new_tensor(log_probs, {n}, log_probs.scalar_type());
   at::Tensor la = new_tensor(log_probs, {n, t, 2 * a.targets.size(1) + 1}, log_probs.scalar_type());
   if (n == 0) return {nll, la};
-  Program p("_ctc_loss", log_probs.device().index());
+  Program p("_ctc_loss", log_probs.device());
   ir::Graph& g = p.graph();
   ir::DType acc = lowering::accumulate_dtype(ir_of(log_probs.scalar_type()));
   if (t == 0) {  // no input: zero loss for empty targets, else infinite
@@ -1392,7 +1392,7 @@ at::Tensor ctc_loss_backward(const at::Tensor& grad, const at::Tensor& log_probs
   CtcArgs a = ctc_args(log_probs, targets, input_lengths, target_lengths, blank);
   at::Tensor out = new_tensor(log_probs, log_probs.sizes(), log_probs.scalar_type());
   if (out.numel() == 0) return out;
-  Program p("_ctc_loss_backward", log_probs.device().index());
+  Program p("_ctc_loss_backward", log_probs.device());
   ir::Graph& g = p.graph();
   ir::DType acc = lowering::accumulate_dtype(ir_of(log_probs.scalar_type()));
   auto rd = [&](const at::Tensor& x) { return ir::convert(g, p.read(x), acc); };

@@ -17,6 +17,7 @@
 #include "lowering/elementwise.h"
 #include "lowering/types.h"
 #include "lowering/view.h"
+#include "runtime/device.h"
 
 namespace tpu::aten {
 namespace {
@@ -201,14 +202,28 @@ at::Tensor scalar_to_device(const at::Tensor& scalar, int device) {
   return t;
 }
 
-Program::Program(const char* op_name, int device) : op_name_(op_name), device_(device) {
+Program::Program(const char* op_name, int device)
+    : op_name_(op_name), device_(device),
+      reference_device_(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)) {
   graph_.set_options(graph_options());
 }
 
+Program::Program(const char* op_name, c10::Device device)
+    : Program(op_name, device.is_privateuseone() ? device.index() : -1) {
+  reference_device_ = device;
+}
+
 void Program::check_device(const at::Tensor& t) const {
-  bool same = t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device_;
-  TORCH_CHECK(same, "Expected all tensors to be on the same device, but found at least two devices, tpu:", device_,
-              " and ", t.device(), "! (while checking arguments for ", op_name_, ")");
+  bool same = device_ >= 0 && t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device_;
+  if (same) return;
+  // A reference operand off the tpu, read first: the op's tpu operand is not at
+  // hand, and the op runs on the current tpu device.
+  c10::Device other = t.is_privateuseone() || reference_device_.is_privateuseone()
+                          ? t.device()
+                          : c10::Device(c10::DeviceType::PrivateUse1,
+                                        static_cast<c10::DeviceIndex>(runtime::current_device()));
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
+              reference_device_, " and ", other, "! (while checking arguments for ", op_name_, ")");
 }
 
 ir::Value Program::bind(const engine::BufferRef& buffer, const ir::Type& type) {

@@ -19,6 +19,10 @@ class Program {
  public:
   // `device` is the tpu device every tensor operand must be on.
   Program(const char* op_name, int device);
+  // The device of the op's reference operand. Not a tpu device (a CPU tensor
+  // where the op also has tpu operands): the first tpu operand read raises the
+  // device mismatch error, naming both devices, as CUDA's kernels do.
+  Program(const char* op_name, c10::Device device);
 
   ir::Graph& graph() { return graph_; }
   int device() const { return device_; }
@@ -72,6 +76,7 @@ class Program {
 
   const char* op_name_;
   int device_;
+  c10::Device reference_device_{c10::DeviceType::PrivateUse1, 0};  // the constructor's, for the mismatch error
   ir::Graph graph_;
   std::vector<engine::BufferRef> run_now();
   // Inline capacities fit a plain op (two reads, one write): no allocation.

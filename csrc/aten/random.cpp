@@ -52,7 +52,7 @@ void fill_random(const char* name, const at::Tensor& self, std::optional<at::Gen
   int64_t n = self.numel();
   if (n == 0) return;
   c10::DeviceGuard guard(self.device());
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   lowering::RandomBits bits = draw_bits(p, self.device(), gen, n);
   ir::Value flat = build(p, bits, n);
@@ -341,7 +341,7 @@ at::Tensor& normal_ft_out(double mean, const at::Tensor& std, std::optional<at::
 // ATen's checks of the probabilities (one sync, as on CPU and CUDA): negative
 // or NaN entries, infinities, rows summing to zero.
 void check_multinomial_probs(const at::Tensor& probs, bool replacement_path) {
-  Program p("multinomial_check", probs.device().index());
+  Program p("multinomial_check", probs.device());
   lowering::Formula f{p.graph()};
   ir::DType dt = probs.scalar_type() == c10::kDouble ? ir::DType::F64 : ir::DType::F32;
   ir::Value x = p.read_as(probs, lowering::to_aten(dt));
@@ -389,7 +389,7 @@ at::Tensor multinomial_op(const at::Tensor& self, int64_t n_sample, bool replace
   int64_t rows = self.dim() == 2 ? self.size(0) : 1;
   if (rows == 0) return result;
   check_multinomial_probs(self, replacement && n_sample > 1);
-  Program p(out != nullptr ? "multinomial.out" : "multinomial", self.device().index());
+  Program p(out != nullptr ? "multinomial.out" : "multinomial", self.device());
   lowering::Formula f{p.graph()};
   ir::DType dt = self.scalar_type() == c10::kDouble ? ir::DType::F64 : ir::DType::F32;
   ir::Value probs = ir::reshape(f.g, p.read_as(self, lowering::to_aten(dt)), {rows, k});

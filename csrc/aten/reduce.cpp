@@ -40,7 +40,7 @@ std::vector<at::Tensor> reduce_op(const char* name, const at::Tensor& self, cons
   std::vector<at::Tensor> outputs;
   for (const Result& r : results)
     outputs.push_back(prepare_output(name, r.out, shape, r.dtype, self.device(), false));
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   Values values = build(p.graph(), p.read(self));
   for (size_t i = 0; i < outputs.size(); ++i) p.write(outputs[i], values[i]);
   p.run();
@@ -470,7 +470,7 @@ at::Tensor cumulative_op(const char* name, ir::Combiner combiner, const at::Tens
                                                                                         : self.scalar_type());
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), result, self.device(), inplace);
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   p.write(output, lowering::cumulative(p.graph(), p.read(self), d, combiner, ir_of(result)));
   p.run();
   return output;
@@ -548,7 +548,7 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
   if (self.numel() == 0) return true;
   c10::ScalarType common = at::result_type(self, other);
   c10::DeviceGuard guard(self.device());
-  Program p("equal", self.device().index());
+  Program p("equal", self.device());
   ir::Graph& g = p.graph();
   ir::Value eq = ir::compare(g, p.read_as(self, common), p.read_as(other, common), ir::Compare::EQ);
   ir::Dims all = dims_of(self, std::nullopt);
@@ -574,7 +574,7 @@ at::Tensor renorm_op(const char* name, const at::Tensor& self, const c10::Scalar
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), inplace);
   if (self.numel() == 0) return output;
-  Program prog(name, self.device().index());
+  Program prog(name, self.device());
   ir::Graph& g = prog.graph();
   ir::DType dtype = ir_of(self.scalar_type()), acc = lowering::accumulate_dtype(dtype);
   ir::Value x = ir::convert(g, prog.read(self), acc);

@@ -36,7 +36,7 @@ at::Tensor run_op(const char* name, const at::Tensor& input, c10::IntArrayRef sh
   at::Tensor output = prepare_output(name, out, shape, dtype, input.device(), false);
   if (output.numel() == 0) return output;
   if (input.numel() == 0) return output.zero_();
-  Program p(name, input.device().index());
+  Program p(name, input.device());
   p.write(output, build(p.graph(), p.read_as(input, compute)));
   p.run();
   return output;
@@ -431,7 +431,7 @@ at::Tensor grid_sampler_op(const char* name, int64_t k, const at::Tensor& input,
   c10::DeviceGuard guard(input.device());
   at::Tensor output = prepare_output(name, out, shape, input.scalar_type(), input.device(), false);
   if (output.numel() == 0) return output;
-  Program prog(name, input.device().index());
+  Program prog(name, input.device());
   // ATen's CPU kernels compute half-precision samples in their own dtype
   // (coordinates included): so does this.
   ir::DType acc = lowering::to_ir(input.scalar_type());
@@ -455,7 +455,7 @@ std::tuple<at::Tensor, at::Tensor> grid_sampler_backward_op(const char* name, in
   bool want_input = mask[0] && gi.defined() && gi.numel() > 0 && grad.numel() > 0;
   bool want_grid = mask[1] && gg.numel() > 0 && grad.numel() > 0;
   if (!want_input && !want_grid) return {gi, gg};
-  Program prog(name, input.device().index());
+  Program prog(name, input.device());
   ir::DType acc = lowering::to_ir(input.scalar_type());  // as in the forward
   lowering::GridSampleGrads r = lowering::grid_sample_backward(prog.graph(), prog.read(grad), prog.read(input),
                                                                prog.read(grid), p, want_input, want_grid, acc);

@@ -43,7 +43,7 @@ at::Tensor unary_shape_op(const char* name, const at::Tensor& self, const at::Te
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, shape_of.sizes(), shape_of.scalar_type(), self.device(), inplace);
   if (output.numel() == 0) return output;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   p.write(output, build(p, p.read(self)));
   p.run();
   return output;
@@ -273,7 +273,7 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
                       : (dtype == c10::kHalf || dtype == c10::kBFloat16)         ? ir::DType::F32
                       : platform_has_f64()                                        ? ir::DType::F64
                                                                                   : ir::DType::F32;
-  Program p("arange.start_out", out.device().index());
+  Program p("arange.start_out", out.device());
   ir::Value v = lowering::arange(p.graph(), p.scalar(start, compute), p.scalar(step, compute), size, compute,
                                  lowering::to_ir(dtype));
   p.write(out, v);
@@ -288,7 +288,7 @@ at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 0) return out;
   c10::DeviceGuard guard(out.device());
-  Program p("linspace.out", out.device().index());
+  Program p("linspace.out", out.device());
   ir::Graph& g = p.graph();
   ir::DType result = lowering::to_ir(dtype);
   if (steps == 1) {
@@ -336,7 +336,7 @@ at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
   out.resize_({n, m});
   if (out.numel() == 0) return out;
   c10::DeviceGuard guard(out.device());
-  Program p("eye.m_out", out.device().index());
+  Program p("eye.m_out", out.device());
   ir::Graph& g = p.graph();
   ir::Value diagonal = ir::compare(g, ir::iota(g, ir::DType::S64, {n, m}, 0), ir::iota(g, ir::DType::S64, {n, m}, 1),
                                    ir::Compare::EQ);

@@ -36,7 +36,7 @@ using BuildMany = std::function<Values(ir::Graph&, const Values&)>;
 // (shaped like the output), written through the outputs' views.
 void run_program(const char* name, const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
                  const BuildMany& build) {
-  Program p(name, inputs.at(0).device().index());
+  Program p(name, inputs.at(0).device());
   Values in;
   for (const at::Tensor& t : inputs) in.push_back(p.read(t));
   Values out = build(p.graph(), in);
@@ -174,7 +174,7 @@ at::Tensor median_all_op(const char* name, bool ignore_nan, const at::Tensor& se
   check_sortable(name, self);
   c10::DeviceGuard guard(self.device());
   at::Tensor v = at::empty({}, self.options());
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   if (self.numel() == 0) {
     p.write(v, ir::full(g, lowering::to_ir(self.scalar_type()), std::numeric_limits<double>::quiet_NaN(), {}));
@@ -219,7 +219,7 @@ UniqueResult unique_flat(const char* name, const at::Tensor& self, bool sort, bo
   int64_t n = self.numel();
   int64_t count = 0;
   if (n > 0) {
-    Program p(name, self.device().index());
+    Program p(name, self.device());
     ir::Graph& g = p.graph();
     lowering::Runs r = lowering::runs(g, ir::reshape(g, p.read(self), {n}), sort);
     count = download_s64(p, lowering::run_count(g, r));
@@ -229,7 +229,7 @@ UniqueResult unique_flat(const char* name, const at::Tensor& self, bool sort, bo
   u.inverse = at::empty(return_inverse ? self.sizes() : c10::IntArrayRef{0}, opts.dtype(c10::kLong));
   u.counts = at::empty({return_counts ? count : 0}, opts.dtype(c10::kLong));
   if (n == 0) return u;
-  Program p(name, self.device().index());
+  Program p(name, self.device());
   ir::Graph& g = p.graph();
   lowering::Runs r = lowering::runs(g, ir::reshape(g, p.read(self), {n}), sort);
   lowering::RunResults rr = lowering::run_results(g, r, count);
@@ -274,7 +274,7 @@ UniqueResult unique_consecutive_dim(const at::Tensor& self, int64_t dim, bool re
   };
   int64_t count = 0;
   if (n > 0) {
-    Program p("unique_consecutive", self.device().index());
+    Program p("unique_consecutive", self.device());
     ir::Graph& g = p.graph();
     auto [rows, first] = first_of(g, p.read(self));
     count = download_s64(p, ir::reduce(g, ir::convert(g, first, ir::DType::S64), ir::constant_int(g, ir::DType::S64, 0),
@@ -287,7 +287,7 @@ UniqueResult unique_consecutive_dim(const at::Tensor& self, int64_t dim, bool re
   u.inverse = at::empty({return_inverse ? n : 0}, opts.dtype(c10::kLong));
   u.counts = at::empty({return_counts ? count : 0}, opts.dtype(c10::kLong));
   if (n == 0 || (u.values.numel() == 0 && !return_inverse && !return_counts)) return u;
-  Program p("unique_consecutive", self.device().index());
+  Program p("unique_consecutive", self.device());
   ir::Graph& g = p.graph();
   auto [rows, first] = first_of(g, p.read(self));
   ir::Value id = ir::binary(g, "stablehlo.subtract", lowering::prefix_sum(g, ir::convert(g, first, ir::DType::S64)),
@@ -372,7 +372,7 @@ at::Tensor isin_op(const at::Tensor& elements, const at::Tensor& test, bool inve
   c10::DeviceGuard guard(any_device.device());
   at::Tensor output = prepare_output("isin", out, elements.sizes(), c10::kBool, any_device.device(), false);
   if (output.numel() == 0) return output;
-  Program p("isin", any_device.device().index());
+  Program p("isin", any_device.device());
   ir::Graph& g = p.graph();
   ir::Value r = lowering::isin(g, p.read_as(elements, common), p.read_as(test, common));
   if (invert) r = ir::unary(g, "stablehlo.not", r);
@@ -426,7 +426,7 @@ at::Tensor search_op(const char* name, const at::Tensor& boundaries, const at::T
   at::Tensor output =
       prepare_output(name, out, input.sizes(), out_int32 ? c10::kInt : c10::kLong, boundaries.device(), false);
   if (output.numel() == 0) return output;
-  Program p(name, boundaries.device().index());
+  Program p(name, boundaries.device());
   ir::Graph& g = p.graph();
   ir::Value b = p.read_as(boundaries, common);
   if (use_sorter) b = lowering::gather_dim(g, b, boundaries.dim() - 1, p.read(*sorter));
@@ -504,7 +504,7 @@ at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min
   TORCH_CHECK(lo <= hi, "torch.histc: max must be larger than min");
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output("histc", out, {bins}, self.scalar_type(), self.device(), false);
-  Program p("histc", self.device().index());
+  Program p("histc", self.device());
   ir::Graph& g = p.graph();
   ir::DType dtype = lowering::to_ir(self.scalar_type());
   ir::DType acc = integral ? ir::DType::S64 : lowering::accumulate_dtype(dtype);
@@ -608,7 +608,7 @@ void histogram_fill(const char* name, const at::Tensor& points, const std::vecto
                     const OptTensor& weight, bool density, const at::Tensor& hist) {
   int64_t d = points.size(-1);
   int64_t n = points.numel() / std::max<int64_t>(d, 1);
-  Program p(name, points.device().index());
+  Program p(name, points.device());
   ir::Graph& g = p.graph();
   ir::DType dtype = lowering::to_ir(points.scalar_type());
   int64_t total = hist.numel();

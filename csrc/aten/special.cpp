@@ -219,7 +219,7 @@ std::tuple<at::Tensor&, at::Tensor&> frexp_out(const at::Tensor& self, at::Tenso
   c10::DeviceGuard guard(self.device());
   at::native::resize_output(mantissa, self.sizes());
   at::native::resize_output(exponent, self.sizes());
-  Program p("frexp.Tensor_out", self.device().index());
+  Program p("frexp.Tensor_out", self.device());
   ir::Graph& g = p.graph();
   // Half types decompose exactly in float32 (their subnormals are normal there).
   ir::Value x = p.read_as(self, lowering::opmath_type(self.scalar_type()));

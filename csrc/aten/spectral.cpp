@@ -67,7 +67,7 @@ void check_matrix(const char* op, const Tensor& t) {
 void run_program(const char* name, const std::vector<Tensor>& inputs, const std::vector<ir::Shape>& flat,
                  const std::vector<Tensor>& outputs,
                  const std::function<Values(ir::Graph&, const Values&)>& build) {
-  Program p(name, inputs.at(0).device().index());
+  Program p(name, inputs.at(0).device());
   ir::Graph& g = p.graph();
   Values in;
   for (size_t i = 0; i < inputs.size(); ++i) in.push_back(ir::reshape(g, p.read(inputs[i]), flat[i]));
@@ -81,7 +81,7 @@ void run_program(const char* name, const std::vector<Tensor>& inputs, const std:
 // Writes identity matrices into `t` ([..., r, c]) with no input.
 void fill_eye(const char* name, const Tensor& t) {
   if (t.numel() == 0) return;
-  Program p(name, t.device().index());
+  Program p(name, t.device());
   ir::Graph& g = p.graph();
   int64_t r = t.size(-2), c = t.size(-1);
   ir::Value e = lowering::eye(g, lowering::to_ir(t.scalar_type()), batch_count(t), r, c);
@@ -90,7 +90,7 @@ void fill_eye(const char* name, const Tensor& t) {
 }
 void fill_zero(const char* name, const Tensor& t) {
   if (t.numel() == 0) return;
-  Program p(name, t.device().index());
+  Program p(name, t.device());
   ir::Graph& g = p.graph();
   p.write(t, ir::full(g, lowering::to_ir(t.scalar_type()), 0, to_shape(t.sizes())));
   p.run();
@@ -365,7 +365,7 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> linalg_lstsq_out(const Tensor& in
     fill_zero("linalg_lstsq", solution);
     if (want_rank) fill_zero("linalg_lstsq", rank);
   } else {
-    Program p("linalg_lstsq", input.device().index());
+    Program p("linalg_lstsq", input.device());
     ir::Graph& g = p.graph();
     ir::DType dt = lowering::to_ir(dtype);
     ir::Value A = ir::reshape(g, p.read(input), {ba, m, n});
@@ -407,7 +407,7 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> linalg_lstsq_out(const Tensor& in
     if (full_rank) {
       // The residual sum of squares of each column, |b - A x|^2.
       prepare_output("linalg_lstsq", &residuals, with(batch, {vector_case ? 1 : nrhs}), dtype, input.device(), false);
-      Program p("linalg_lstsq", input.device().index());
+      Program p("linalg_lstsq", input.device());
       ir::Graph& g = p.graph();
       ir::Shape b_full = to_shape(batch);
       b_full.insert(b_full.end(), {m, nrhs});
