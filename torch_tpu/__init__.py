@@ -29,12 +29,14 @@ from . import modes as _modes  # noqa: E402
 from . import _compile  # noqa: E402
 from . import _printing  # noqa: E402
 from . import _distributed  # noqa: E402
+from . import integrations as _integrations  # noqa: E402
 from ._jax import jax_kernel  # noqa: E402,F401
 from ._bucket_policy import get_dynamic_buckets, set_dynamic_buckets  # noqa: E402,F401
 
 _compile.install_backends()
 _printing.install()
 _distributed.install()
+_integrations.install()
 
 _cache.init_from_environment()
 _modes._init_from_environment()

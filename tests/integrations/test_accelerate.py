@@ -1,0 +1,69 @@
+"""Accelerate and Hugging Face's Trainer pick tpu with no argument (the
+torch_tpu.integrations.accelerate patch), and a CPU choice still wins."""
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import torch
+
+accelerate = pytest.importorskip("accelerate")
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture
+def fresh_state(monkeypatch):
+    """Accelerate keeps one process-wide state; each test starts from none."""
+    monkeypatch.delenv("ACCELERATE_TORCH_DEVICE", raising=False)
+    accelerate.state.AcceleratorState._reset_state(True)
+    yield monkeypatch
+    accelerate.state.AcceleratorState._reset_state(True)
+
+
+def test_the_integration_loads_only_with_the_library():
+    code = "import sys, torch, torch_tpu; print('accelerate' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False"]
+
+
+def test_accelerator_uses_tpu_and_a_cpu_choice_still_wins(fresh_state):
+    assert accelerate.Accelerator().device == torch.device("tpu", 0)
+    accelerate.state.AcceleratorState._reset_state(True)
+    assert accelerate.Accelerator(cpu=True).device == torch.device("cpu")
+    accelerate.state.AcceleratorState._reset_state(True)
+    fresh_state.setenv("ACCELERATE_TORCH_DEVICE", "cpu")
+    assert accelerate.Accelerator().device == torch.device("cpu")
+
+
+class _Tokens(torch.utils.data.Dataset):
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        ids = (torch.arange(8) * 3 + i) % 64
+        return {"input_ids": ids, "labels": ids}
+
+
+def _train(use_cpu):
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=2, n_head=2,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # no random streams to compare
+    model = transformers.GPT2LMHeadModel(config)
+    args = transformers.TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=3, per_device_train_batch_size=4,
+                                          logging_steps=1, report_to=[], use_cpu=use_cpu, seed=0,
+                                          dataloader_pin_memory=False)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=_Tokens())
+    trainer.train()
+    device = next(model.parameters()).device
+    return [h["loss"] for h in trainer.state.log_history if "loss" in h], device
+
+
+def test_trainer_trains_on_tpu_as_on_cpu(fresh_state):
+    cpu_losses, cpu_device = _train(use_cpu=True)
+    accelerate.state.AcceleratorState._reset_state(True)
+    tpu_losses, tpu_device = _train(use_cpu=False)
+    assert cpu_device.type == "cpu" and tpu_device == torch.device("tpu", 0)
+    assert len(tpu_losses) == len(cpu_losses) == 3
+    torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses), rtol=1e-4, atol=1e-4)

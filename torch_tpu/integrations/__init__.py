@@ -1,0 +1,49 @@
+"""What third-party libraries need to be told about tpu: one module per library,
+applied when (and only when) that library is imported, and tested against the
+version requirements.txt pins.
+
+- accelerate (accelerate.py): its default device is tpu where it would fall back
+  to the CPU, so `Accelerator()` and Hugging Face's `Trainer` use tpu with no
+  argument; `use_cpu=True` and `ACCELERATE_TORCH_DEVICE` still win.
+"""
+import importlib.abc
+import importlib.machinery
+import sys
+
+# module whose import triggers the integration -> function(module) applying it
+_HOOKS = {}
+
+
+def _register(module_name, apply):
+    if module_name in sys.modules:
+        apply(sys.modules[module_name])
+    else:
+        _HOOKS[module_name] = apply
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Finds a hooked module with the other finders, and applies its integration
+    once the module has run (so nothing is imported that the user did not import)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in _HOOKS:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None
+        loader, apply = spec.loader, _HOOKS.pop(name)
+        exec_module = loader.exec_module
+
+        def exec_and_apply(module):
+            exec_module(module)
+            apply(module)
+
+        loader.exec_module = exec_and_apply
+        return spec
+
+
+def install():
+    from . import accelerate
+    _register("accelerate.state", accelerate.apply)
+    if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport())
