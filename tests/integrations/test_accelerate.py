@@ -1,6 +1,5 @@
 """Accelerate and Hugging Face's Trainer pick tpu with no argument (the
 torch_tpu.integrations.accelerate patch), and a CPU choice still wins."""
-import os
 import subprocess
 import sys
 import tempfile
