@@ -78,6 +78,9 @@ def _cpu_only_scale_out(x, *, out):
 _test_lib.impl("cpu_only_scale.out", _cpu_only_scale_out, "CPU")
 torch.library.register_autograd("torch_tpu_test::cpu_only_scale", lambda ctx, grad: grad * 2)
 cpu_only_scale = torch.ops.torch_tpu_test.cpu_only_scale
+_test_lib.define("cpu_only_combine(Tensor x, Tensor y) -> Tensor")
+_test_lib.impl("cpu_only_combine", lambda x, y: x * 2 + y, "CPU")
+cpu_only_combine = torch.ops.torch_tpu_test.cpu_only_combine
 
 
 class TinyCausalLM(torch.nn.Module):

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import torch_tpu
-from support import cpu_only_scale, run_python
+from support import cpu_only_combine, cpu_only_scale, run_python
 
 
 def test_mixing_tpu_and_cpu_tensors_raises_like_cuda():
@@ -84,6 +84,26 @@ def test_fallback_runs_on_cpu_and_is_counted(monkeypatch):
     m = torch_tpu.metrics()
     assert any(op.startswith("torch_tpu_test::cpu_only_scale") for op in m["fallback_ops"]), m["fallback_ops"]
     assert m["fallbacks"] >= 2
+
+
+def test_fallback_rejects_operands_on_two_devices_like_cuda(monkeypatch):
+    # Run on the CPU, the op would leave its result on the CPU without a word.
+    monkeypatch.setenv("TORCH_TPU_FALLBACK", "allow")
+    cpu, tpu = torch.ones(2, 2), torch.ones(2, 2, device="tpu")
+    torch_tpu.reset_metrics()
+    for x, y in ((cpu, tpu), (tpu, cpu)):
+        with pytest.raises(RuntimeError, match="same device.*cpu_only_combine") as error:
+            cpu_only_combine(x, y)
+        assert "tpu:0 and cpu" in str(error.value), str(error.value)
+    assert torch_tpu.metrics()["fallbacks"] == 0  # rejected before anything ran
+    # A 0-dim CPU tensor is a scalar, as on CUDA.
+    result = cpu_only_combine(tpu, torch.tensor(1.0))
+    assert result.device.type == "tpu"
+    torch.testing.assert_close(result.cpu(), torch.full((2, 2), 3.0))
+    # A CPU input with a tpu weight reaches a kernel that tpu lacks (_slow_conv2d_forward):
+    # CUDA raises there too.
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.nn.functional.conv2d(torch.ones(1, 1, 4, 4), torch.ones(1, 1, 3, 3, device="tpu"))
 
 
 def test_fallback_preserves_views(monkeypatch):

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/config.h"
 #include "engine/metrics.h"
 #include "engine/pending_graph.h"
 
@@ -14,8 +15,7 @@ namespace tpu::aten {
 namespace {
 
 bool fallback_is_error() {
-  const char* mode = std::getenv("TORCH_TPU_FALLBACK");
-  return mode != nullptr && std::strcmp(mode, "error") == 0;
+  return engine::config::equals(engine::config::Knob::Fallback, "error");
 }
 
 // `missing`: what the op lacks on tpu, for the TORCH_TPU_FALLBACK=error message.
@@ -29,7 +29,39 @@ std::string count_fallback(const c10::OperatorHandle& op, const char* missing) {
   return full;
 }
 
+// CUDA's kernels reject operands on two devices; ATen's CPU fallback would run
+// the op and leave its results wherever the first operand lives (a CPU input and
+// a tpu weight: the result silently on the CPU). A 0-dim CPU tensor is a scalar,
+// as on CUDA; index lists (Tensor?[]) may hold CPU indices, as CUDA's indexing allows.
+void check_same_device(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  size_t count = op.schema().arguments().size();
+  std::optional<c10::Device> tpu, other;
+  auto note = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (t.is_privateuseone()) {
+      if (!tpu) tpu = t.device();
+      else if (*tpu != t.device() && !other) other = t.device();
+    } else if (t.dim() > 0 && !other) {
+      other = t.device();
+    }
+  };
+  for (size_t i = stack.size() - count; i < stack.size(); ++i) {
+    const c10::IValue& value = stack[i];
+    if (value.isTensor()) {
+      note(value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorList()) note(t);
+    }
+  }
+  if (!tpu || !other) return;
+  const auto& name = op.schema().operator_name();
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", *tpu, " and ",
+              *other, "! (while checking arguments for ", name.name,
+              name.overload_name.empty() ? "" : "." + name.overload_name, ")");
+}
+
 void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* missing) {
+  check_same_device(op, *stack);
   count_fallback(op, missing);
   engine::CutReasonScope reason(engine::Cut::Fallback);  // in fused mode, reading the operands cuts the pending graph
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
