@@ -15,6 +15,7 @@ def _checker():
 
 def test_tree_follows_the_arrows():
     assert _checker().violations(ROOT) == []
+    assert _checker().knob_violations(ROOT) == []
 
 
 def _tree(tmp_path, files):
@@ -51,3 +52,21 @@ def test_a_pjrt_name_outside_engine_is_named(tmp_path):
 def test_an_unknown_layer_is_named(tmp_path):
     root = _tree(tmp_path, {"misc/x.cpp": "\n"})
     assert [p for p, _, _ in _checker().violations(root)] == ["csrc/misc"]
+
+
+def test_a_knob_read_outside_the_config_modules_is_named(tmp_path):
+    root = _tree(tmp_path, {
+        "aten/fallback.cpp": 'const char* m = std::getenv("TORCH_TPU_FALLBACK");\n',
+        "engine/config.cpp": 'std::getenv("TORCH_TPU_LOG_OPS");\n',
+    })
+    package = tmp_path / "torch_tpu"
+    package.mkdir()
+    (package / "modes.py").write_text(
+        'import os\nENV = "TORCH_TPU_EAGER_MODE"\n'
+        'a = os.environ.get(ENV)\nb = os.getenv("TORCH_TPU_PLUGIN")\nc = os.environ["TORCH_TPU_X"]\n'
+        'd = "TORCH_TPU_Y" in os.environ\nos.environ["TORCH_TPU_Z"] = "1"\ne = os.environ.get("HOME")\n')
+    (package / "config.py").write_text('import os\nos.environ.get("TORCH_TPU_PLUGIN")\n')
+    found = [(path, knob) for path, knob, _ in _checker().knob_violations(root)]
+    assert found == [("csrc/aten/fallback.cpp", "TORCH_TPU_FALLBACK"),
+                     ("torch_tpu/modes.py:3", "TORCH_TPU_EAGER_MODE"), ("torch_tpu/modes.py:4", "TORCH_TPU_PLUGIN"),
+                     ("torch_tpu/modes.py:5", "TORCH_TPU_X"), ("torch_tpu/modes.py:6", "TORCH_TPU_Y")]

@@ -6,6 +6,8 @@ asking a half-initialised torch_tpu for an attribute."""
 import glob
 import os
 
+from . import config
+
 
 def load():
     if not should_autoload():
@@ -22,7 +24,7 @@ def should_autoload():
     fails on every backward over CUDA tensors (an internal assert in engine.cpp;
     seen with torch 2.11 on an H200). Installing torch_tpu must not break CUDA
     training, so there `import torch_tpu` or TORCH_TPU_PLUGIN loads it."""
-    if os.environ.get("TORCH_TPU_PLUGIN", "").strip():
+    if (config.get("TORCH_TPU_PLUGIN") or "").strip():
         return True
     return not _gpu_torch_can_use()
 

@@ -3,7 +3,7 @@ size rounds up to (TORCH_TPU_DYNAMIC_BUCKETS, torch_tpu.set_dynamic_buckets).
 
 Kept apart from _buckets.py, whose padding analysis needs sympy: importing that
 costs about half a second, which `import torch` (autoload) should not pay."""
-import os
+from . import config
 
 
 class _Policy:
@@ -61,7 +61,7 @@ class _Policy:
         return f"pow2:{self.minimum}:{self.maximum}"
 
 
-_policy = _Policy(os.environ.get("TORCH_TPU_DYNAMIC_BUCKETS"))
+_policy = _Policy(config.get("TORCH_TPU_DYNAMIC_BUCKETS"))
 
 
 def set_dynamic_buckets(spec):

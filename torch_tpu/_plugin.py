@@ -11,6 +11,8 @@ import os
 import re
 import warnings
 
+from . import config
+
 ENV = "TORCH_TPU_PLUGIN"
 CPU_DEVICES_ENV = "TORCH_TPU_CPU_DEVICES"
 DEVICE_NICE_ENV = "TORCH_TPU_CPU_DEVICE_NICE"
@@ -76,7 +78,7 @@ def cpu_device_count():
     devices oversubscribes a 2-core machine, and the spare workers then spin and
     steal the cores the host needs to record ops. Two devices at least keep the
     multi-device paths (tpu:1) available on any machine."""
-    value = os.environ.get(CPU_DEVICES_ENV, "").strip()
+    value = (config.get(CPU_DEVICES_ENV) or "").strip()
     if value:
         try:
             count = int(value)
@@ -108,7 +110,7 @@ def client_options(path):
         # lines are noise to a PyTorch user. An explicit setting is respected.
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         return {"cpu_device_count": cpu_device_count()}
-    if os.environ.get(CPU_DEVICES_ENV, "").strip():
+    if (config.get(CPU_DEVICES_ENV) or "").strip():
         warnings.warn("%s is set but ignored: it configures the XLA:CPU plugin, and the plugin in use is %s"
                       % (CPU_DEVICES_ENV, path or "none"))
     return {}
@@ -120,7 +122,7 @@ def device_thread_nice(path):
     host's own cores; below the host threads in priority, its pool leaves a core to
     the thread recording and launching the next ops, and still gets every core
     while that thread waits. Other plugins' threads only drive their device: 0."""
-    value = os.environ.get(DEVICE_NICE_ENV, "").strip()
+    value = (config.get(DEVICE_NICE_ENV) or "").strip()
     if not (path and is_cpu_plugin(path)):
         if value:
             warnings.warn("%s is set but ignored: it configures the XLA:CPU plugin, and the plugin in use is %s"
@@ -185,7 +187,7 @@ def xla_flags(path):
 
 def resolve():
     """Returns (path or "", how it was chosen) for torch_tpu._C._set_plugin_path."""
-    choice = os.environ.get(ENV, "").strip()
+    choice = (config.get(ENV) or "").strip()
     if choice in ("", "auto"):
         if tpu_attached() and tpu_plugin():
             return tpu_plugin(), "a TPU is attached; override with %s" % ENV

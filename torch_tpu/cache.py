@@ -4,7 +4,7 @@ TORCH_TPU_CACHE_DIR sets its directory (default: $XDG_CACHE_HOME/torch_tpu,
 else ~/.cache/torch_tpu); TORCH_TPU_CACHE_DIR=off disables it."""
 import os
 
-from . import _C
+from . import _C, config
 
 ENV = "TORCH_TPU_CACHE_DIR"
 _OFF = ("", "0", "off", "none", "false")
@@ -25,7 +25,7 @@ def get_cache_dir():
 
 
 def init_from_environment():
-    value = os.environ.get(ENV)
+    value = config.get(ENV)
     if value is None:
         set_cache_dir(default_cache_dir())
     elif value.strip().lower() in _OFF:

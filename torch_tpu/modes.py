@@ -19,7 +19,7 @@ import contextlib
 import os
 import traceback
 
-from . import _C
+from . import _C, config
 
 ENV = "TORCH_TPU_EAGER_MODE"
 MODES = ("strict", "debug", "fused")
@@ -92,6 +92,6 @@ def _init_from_environment():
 
     register_optimizer_step_post_hook(_flush_after_optimizer_step)
     _C._set_location_provider(_user_location)
-    requested = os.environ.get(ENV, "").strip()
+    requested = (config.get(ENV) or "").strip()
     if requested:
         set_eager_mode(requested)

@@ -11,6 +11,7 @@
 #include <list>
 #include <mutex>
 
+#include "engine/config.h"
 #include "engine/diagnostics.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
@@ -129,7 +130,7 @@ bool all_finite(const engine::BufferRef& buffer, const ir::Type& type, int devic
 }  // namespace
 
 bool log_ops_enabled() {
-  static const bool enabled = engine::env_flag("TORCH_TPU_LOG_OPS");
+  static const bool enabled = engine::config::flag(engine::config::Knob::LogOps);
   return enabled;
 }
 
@@ -143,7 +144,7 @@ void Program::check_outputs(const std::vector<engine::BufferRef>& outputs) const
                   ": ", e.what());
     }
   }
-  if (!engine::env_flag("TORCH_TPU_CHECK_NAN")) return;
+  if (!engine::config::flag(engine::config::Knob::CheckNan)) return;
   const auto& order = graph_.outputs();
   for (size_t i = 0; i < outputs.size(); ++i) {
     const ir::Type& type = graph_.type(ir::Value{order[i]});

@@ -43,9 +43,4 @@ std::string user_location() {
   return provider ? provider() : std::string();
 }
 
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
-
 }  // namespace tpu::engine

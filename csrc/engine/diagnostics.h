@@ -15,7 +15,4 @@ void set_location_provider(std::function<std::string()> provider);
 // "file.py:12 in f" of the innermost user frame, or "" when unknown.
 std::string user_location();
 
-// A switch from the environment: set, non-empty and not "0".
-bool env_flag(const char* name);
-
 }  // namespace tpu::engine

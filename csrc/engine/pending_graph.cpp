@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/config.h"
 #include "engine/diagnostics.h"
 #include "engine/metrics.h"
 #include "engine/runtime.h"
@@ -21,11 +22,7 @@ namespace {
 
 // Ops appended before a cut is forced: bounds compile time and host memory.
 size_t max_ops() {
-  static const size_t limit = [] {
-    const char* v = std::getenv("TORCH_TPU_FUSED_MAX_OPS");
-    long n = v != nullptr ? std::strtol(v, nullptr, 10) : 0;
-    return n > 0 ? static_cast<size_t>(n) : size_t(4096);
-  }();
+  static const size_t limit = static_cast<size_t>(config::positive_integer(config::Knob::FusedMaxOps, 4096));
   return limit;
 }
 
@@ -34,7 +31,7 @@ size_t max_ops() {
 // program and are never written out (lower peak memory; the forward no longer runs
 // while backward is recorded).
 bool merge_backward() {
-  static const bool merge = env_flag("TORCH_TPU_FUSED_MERGE_BACKWARD");
+  static const bool merge = config::flag(config::Knob::FusedMergeBackward);
   return merge;
 }
 

@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #endif
 
+#include "engine/config.h"
 #include "engine/metrics.h"
 #include "ir/ops.h"
 
@@ -349,12 +350,12 @@ std::shared_ptr<pjrt::Executable> Runtime::load_or_compile(const std::string& ke
   }
   auto t0 = std::chrono::steady_clock::now();
   std::string text = graph.to_mlir();
-  if (const char* dump = std::getenv("TORCH_TPU_DUMP_PROGRAMS")) dump_program(dump, key, text);
+  if (const char* dump = config::text(config::Knob::DumpPrograms)) dump_program(dump, key, text);
   std::shared_ptr<pjrt::Executable> exe;
   try {
     exe = client_->compile(text);
   } catch (const pjrt::Error& e) {
-    if (std::getenv("TORCH_TPU_DUMP_FAILED_PROGRAMS") != nullptr)
+    if (config::text(config::Knob::DumpFailedPrograms) != nullptr)
       throw pjrt::Error(std::string(e.what()) + "\nprogram:\n" + text, e.code());
     throw;
   }

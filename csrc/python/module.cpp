@@ -7,6 +7,7 @@
 #include "aten/external.h"
 #include "aten/program.h"
 #include "distributed/host_staged_backend.h"
+#include "engine/config.h"
 #include "engine/metrics.h"
 #include "engine/pending_graph.h"
 #include "engine/runtime.h"
@@ -152,6 +153,11 @@ PYBIND11_MODULE(_C, m) {
         return {};
       }
     });
+  });
+  m.def("_config_knobs", [] {  // the TORCH_TPU_* names the C++ core reads (torch_tpu.config lists them all)
+    std::vector<std::string> names;
+    for (engine::config::Knob knob : engine::config::knobs()) names.emplace_back(engine::config::name(knob));
+    return names;
   });
   m.def("_set_cache_dir", &engine::Runtime::set_cache_dir);
   m.def("_cache_dir", &engine::Runtime::cache_dir);

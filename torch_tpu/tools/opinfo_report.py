@@ -45,6 +45,8 @@ import re
 import sys
 import time
 
+from torch_tpu import config
+
 STATUSES = ("native", "fallback", "fails", "errors")
 # Worst first: an aggregate over samples takes the worst sample status.
 _RANK = {"fails": 0, "errors": 1, "fallback": 2, "native": 3}
@@ -165,7 +167,7 @@ def _reproducible(run):
 @contextlib.contextmanager
 def fallback_mode(mode):
     """TORCH_TPU_FALLBACK set to mode ('error' or 'allow') inside the block."""
-    old = os.environ.get("TORCH_TPU_FALLBACK")
+    old = config.get("TORCH_TPU_FALLBACK")
     os.environ["TORCH_TPU_FALLBACK"] = mode
     try:
         yield
