@@ -28,6 +28,7 @@ from . import cache as _cache  # noqa: E402
 from . import modes as _modes  # noqa: E402
 from . import _compile  # noqa: E402
 from . import _printing  # noqa: E402
+from . import _serialization  # noqa: E402
 from . import _distributed  # noqa: E402
 from . import integrations as _integrations  # noqa: E402
 from ._jax import jax_kernel  # noqa: E402,F401
@@ -35,6 +36,7 @@ from ._bucket_policy import get_dynamic_buckets, set_dynamic_buckets  # noqa: E4
 
 _compile.install_backends()
 _printing.install()
+_serialization.install()
 _distributed.install()
 _integrations.install()
 

@@ -98,7 +98,7 @@ at::Tensor to_cpu(const at::Tensor& src) {
   if (is_chalf(src)) return at::view_as_complex(to_cpu(raw_pairs(src)));
   at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
   if (src.numel() == 0) return host;
-  engine::StorageValue* value = runtime::storage_value(src.storage());
+  engine::StorageValue* value = runtime::checked_storage_value(src.storage());
   engine::materialize(value);
   engine::BufferRef buffer;
   bool direct = value->buffer && value->dtype == lowering::to_ir(src.scalar_type()) &&
@@ -135,7 +135,7 @@ void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
   bool complex = ir::is_complex(dtype);
   ir::DType wire = ir::complex_part(dtype);
   int64_t count = complex ? 2 * host.numel() : host.numel();
-  engine::StorageValue* value = runtime::storage_value(dst.storage());
+  engine::StorageValue* value = runtime::checked_storage_value(dst.storage());
   // A whole storage is uploaded in the tensor's shape (see engine::StorageValue::buffer_shape).
   bool whole = !complex && covers_whole_storage(dst);
   ir::Shape shape = whole && dst.dim() >= 2 ? ir::Shape(dst.sizes().begin(), dst.sizes().end()) : ir::Shape{count};

@@ -289,8 +289,7 @@ Program::StorageState& Program::add_storage(StorageState&& state) {
 }
 
 Program::StorageState& Program::state_for(const at::Tensor& t) {
-  engine::StorageValue* value = runtime::storage_value(t.storage());
-  TORCH_INTERNAL_ASSERT(value != nullptr, "tpu tensor without a tpu storage");
+  engine::StorageValue* value = runtime::checked_storage_value(t.storage());
   if (StorageState* known = find_storage(value)) return *known;
   StorageState state{t.storage(), value, {}, false};
   ir::DType dtype;
@@ -359,7 +358,7 @@ void Program::write(const at::Tensor& dst, ir::Value v) {
               "memory location. Please clone() the tensor before performing the operation.");
   v = ir::convert(graph_, v, dtype);
   if (covers_whole_storage(dst)) {
-    engine::StorageValue* value = runtime::storage_value(dst.storage());
+    engine::StorageValue* value = runtime::checked_storage_value(dst.storage());
     StorageState* known = find_storage(value);
     // Old content not needed: no parameter.
     StorageState& state = known != nullptr ? *known : add_storage(StorageState{dst.storage(), value, {}, false});

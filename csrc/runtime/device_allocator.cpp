@@ -2,6 +2,7 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
 
 #include <array>
 #include <atomic>
@@ -86,6 +87,14 @@ StorageValue* storage_value(const c10::Storage& storage) {
   const c10::DataPtr& ptr = storage.data_ptr();
   if (ptr.get_deleter() != &on_free) return nullptr;
   return static_cast<StorageValue*>(ptr.get_context());
+}
+
+engine::StorageValue* checked_storage_value(const c10::Storage& storage) {
+  StorageValue* value = storage_value(storage);
+  TORCH_CHECK(value != nullptr, "torch_tpu: a tpu tensor whose storage torch_tpu did not allocate (made with from_blob "
+              "over a tpu data pointer?): tpu memory is not addressable from the host; copy the tensor with .cpu() "
+              "or .to() instead");
+  return value;
 }
 
 c10::Allocator* tpu_allocator() { return &g_allocator; }

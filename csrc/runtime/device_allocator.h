@@ -18,6 +18,10 @@ constexpr int kDeviceShift = 40;
 
 // nullptr for a zero-byte storage (or one not made by the tpu allocator).
 engine::StorageValue* storage_value(const c10::Storage& storage);
+// The value of a tpu storage that holds bytes; a storage the tpu allocator did
+// not make (at::from_blob over a tpu tensor's data pointer, which torch's legacy
+// serialization does) raises: tpu memory has no host address to wrap.
+engine::StorageValue* checked_storage_value(const c10::Storage& storage);
 c10::Allocator* tpu_allocator();
 
 // Gives a tpu storage a new size in bytes, keeping its content (as far as it fits).
