@@ -5,6 +5,8 @@ version requirements.txt pins.
 - accelerate (accelerate.py): its default device is tpu where it would fall back
   to the CPU, so `Accelerator()` and Hugging Face's `Trainer` use tpu with no
   argument; `use_cpu=True` and `ACCELERATE_TORCH_DEVICE` still win.
+- safetensors (safetensors.py): `safe_open` and `load_file` take a tpu device
+  ("tpu", "tpu:N", torch.device), which its device parser refuses.
 """
 import importlib.abc
 import importlib.machinery
@@ -43,7 +45,8 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 def install():
-    from . import accelerate
+    from . import accelerate, safetensors
     _register("accelerate.state", accelerate.apply)
+    _register("safetensors", safetensors.apply)
     if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport())
