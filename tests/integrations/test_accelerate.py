@@ -1,5 +1,7 @@
 """Accelerate and Hugging Face's Trainer pick tpu with no argument (the
-torch_tpu.integrations.accelerate patch), and a CPU choice still wins."""
+torch_tpu.integrations.accelerate patch), and a CPU choice still wins; Trainer
+accumulates, clips, evaluates, saves and resumes (float32 and bf16 autocast) as on CPU."""
+import os
 import subprocess
 import sys
 import tempfile
@@ -66,3 +68,48 @@ def test_trainer_trains_on_tpu_as_on_cpu(fresh_state):
     assert cpu_device.type == "cpu" and tpu_device == torch.device("tpu", 0)
     assert len(tpu_losses) == len(cpu_losses) == 3
     torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses), rtol=1e-4, atol=1e-4)
+
+
+def _full_run(use_cpu, bf16, output_dir, resume=None):
+    """4 optimizer steps of 2 accumulated micro-batches, gradients clipped, evaluated
+    and checkpointed every 2 steps; resumed from `resume` when given."""
+    accelerate.state.AcceleratorState._reset_state(True)
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=2, n_head=2,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(config)
+    args = transformers.TrainingArguments(
+        output_dir=output_dir, max_steps=4, per_device_train_batch_size=2, gradient_accumulation_steps=2,
+        max_grad_norm=0.5, bf16=bf16, eval_strategy="steps", eval_steps=2, per_device_eval_batch_size=4,
+        save_strategy="steps", save_steps=2, logging_steps=1, report_to=[], use_cpu=use_cpu, seed=0,
+        dataloader_pin_memory=False, disable_tqdm=True)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=_Tokens(), eval_dataset=_Tokens())
+    head_dtypes = set()  # bf16 under autocast: the matmul ran in the lower precision
+    model.lm_head.register_forward_hook(lambda module, args, out: head_dtypes.add(out.dtype))
+    trainer.train(resume_from_checkpoint=resume)
+    logs = trainer.state.log_history
+    history = {key: torch.tensor([h[key] for h in logs if key in h]) for key in ("loss", "grad_norm", "eval_loss")}
+    model.head_dtypes = head_dtypes
+    return history, {name: p.detach().float().cpu() for name, p in model.named_parameters()}, model
+
+
+@pytest.mark.parametrize("mode,bf16", [("strict", False), ("fused", False), ("strict", True)],
+                         ids=["strict", "fused", "strict-bf16"])
+def test_trainer_accumulates_clips_evaluates_saves_and_resumes_as_on_cpu(fresh_state, mode, bf16, tmp_path):
+    import torch_tpu
+    tolerance = dict(rtol=2e-3, atol=2e-3) if bf16 else dict(rtol=1e-4, atol=1e-4)
+    cpu_history, cpu_weights, _ = _full_run(True, bf16, str(tmp_path / "cpu"))
+    with torch_tpu.eager_mode(mode):
+        history, weights, model = _full_run(False, bf16, str(tmp_path / "tpu"))
+        assert next(model.parameters()).device == torch.device("tpu", 0)
+        assert model.head_dtypes == {torch.bfloat16 if bf16 else torch.float32}
+        assert sorted(os.listdir(tmp_path / "tpu")) == ["checkpoint-2", "checkpoint-4"]
+        resumed_history, resumed_weights, _ = _full_run(False, bf16, str(tmp_path / "tpu"),
+                                                        resume=str(tmp_path / "tpu" / "checkpoint-2"))
+    assert [len(history[k]) for k in ("loss", "grad_norm", "eval_loss")] == [4, 4, 2]
+    for key in history:
+        torch.testing.assert_close(history[key], cpu_history[key], **tolerance)
+        torch.testing.assert_close(resumed_history[key], history[key], **tolerance)
+    for name in weights:
+        torch.testing.assert_close(weights[name], cpu_weights[name], **tolerance)
+        torch.testing.assert_close(resumed_weights[name], weights[name], **tolerance)
