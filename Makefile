@@ -7,6 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 EDITABLE := $(VENV)/.editable-installed
 BENCH_STAMP := $(VENV)/.bench-requirements-installed
+INTEGRATIONS_STAMP := $(VENV)/.integration-requirements-installed
 # e.g. make bench BENCH_ARGS='--workloads mlp gpt-tiny --modes cpu strict --steps 10'
 BENCH_ARGS ?=
 HOST_BENCH_ARGS ?=
@@ -31,7 +32,12 @@ build: $(EDITABLE)
 demo: build
 	$(PY) examples/demo.py
 
-test: build
+# The libraries tests/integrations runs against (their own requirements file).
+$(INTEGRATIONS_STAMP): tests/integrations/requirements.txt $(STAMP)
+	$(PY) -m pip install -q -r tests/integrations/requirements.txt
+	touch $(INTEGRATIONS_STAMP)
+
+test: build $(INTEGRATIONS_STAMP)
 	$(PY) tools/check_layers.py
 	$(PY) -m pytest -q tests
 
