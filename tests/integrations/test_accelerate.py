@@ -1,6 +1,7 @@
 """Accelerate and Hugging Face's Trainer pick tpu with no argument (the
 torch_tpu.integrations.accelerate patch), and a CPU choice still wins; Trainer
-accumulates, clips, evaluates, saves and resumes (float32 and bf16 autocast) as on CPU."""
+accumulates, clips, evaluates, saves and resumes (float32 and bf16 autocast) as on CPU, and under
+torchrun it is DDP over tpu_dist, matching one process on the combined batch."""
 import os
 import subprocess
 import sys
@@ -38,13 +39,7 @@ def test_accelerator_uses_tpu_and_a_cpu_choice_still_wins(fresh_state):
     assert accelerate.Accelerator().device == torch.device("cpu")
 
 
-class _Tokens(torch.utils.data.Dataset):
-    def __len__(self):
-        return 24
-
-    def __getitem__(self, i):
-        ids = (torch.arange(8) * 3 + i) % 64
-        return {"input_ids": ids, "labels": ids}
+from trainer_worker import Tokens as _Tokens  # noqa: E402  (the dataset the multi-process run uses too)
 
 
 def _train(use_cpu):
@@ -113,3 +108,25 @@ def test_trainer_accumulates_clips_evaluates_saves_and_resumes_as_on_cpu(fresh_s
     for name in weights:
         torch.testing.assert_close(weights[name], cpu_weights[name], **tolerance)
         torch.testing.assert_close(resumed_weights[name], weights[name], **tolerance)
+
+
+def test_torchrun_trainer_is_ddp_over_tpu_dist_and_matches_one_process_on_the_combined_batch(tmp_path):
+    """Under torchrun each rank trained alone as process 0 of 1 before the integration."""
+    import json
+    worker = os.path.join(os.path.dirname(__file__), "trainer_worker.py")
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "RANK", "WORLD_SIZE")}
+    runs = {"ddp": [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", worker,
+                    str(tmp_path / "ddp"), "2"],
+            "single": [sys.executable, worker, str(tmp_path / "single"), "4"]}
+    for name, cmd in runs.items():
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+        assert out.returncode == 0, (name, out.stderr[-3000:])
+    ranks = [json.load(open(tmp_path / f"ddp.{rank}.json")) for rank in (0, 1)]
+    single = json.load(open(tmp_path / "single.0.json"))
+    assert [(r["rank"], r["processes"], r["device"]) for r in ranks] == [(0, 2, "tpu:0"), (1, 2, "tpu:1")]
+    assert ranks[0]["backend"] == "cpu:gloo,tpu:tpu_dist"
+    for r in ranks:
+        assert len(r["losses"]) == 3
+        torch.testing.assert_close(torch.tensor(r["losses"]), torch.tensor(single["losses"]), rtol=1e-5, atol=1e-5)
+        for name, values in single["weights"].items():
+            torch.testing.assert_close(torch.tensor(r["weights"][name]), torch.tensor(values), rtol=1e-5, atol=1e-6)

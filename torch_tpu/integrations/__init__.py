@@ -4,7 +4,8 @@ version requirements.txt pins.
 
 - accelerate (accelerate.py): its default device is tpu where it would fall back
   to the CPU, so `Accelerator()` and Hugging Face's `Trainer` use tpu with no
-  argument; `use_cpu=True` and `ACCELERATE_TORCH_DEVICE` still win.
+  argument; `use_cpu=True` and `ACCELERATE_TORCH_DEVICE` still win. Under torchrun
+  it runs DDP over tpu_dist, one rank per tpu device.
 - safetensors (safetensors.py): `safe_open` and `load_file` take a tpu device
   ("tpu", "tpu:N", torch.device), which its device parser refuses.
 """
