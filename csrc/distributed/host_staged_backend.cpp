@@ -250,21 +250,21 @@ class HostStagedBackend final : public c10d::Backend {
   WorkPtr send(Tensors& tensors, int dst_rank, int tag) override {
     check_tpu(tensors, "send");
     Tensors host = to_host(tensors);
-    engine::metrics().add(engine::Counter::Collectives);
+    engine::metrics().add("collectives");
     return c10::make_intrusive<StagedWork>(host_->send(host, dst_rank, tag), host, Tensors{}, c10d::OpType::SEND);
   }
 
   WorkPtr recv(Tensors& tensors, int src_rank, int tag) override {
     check_tpu(tensors, "recv");
     Tensors host = host_like(tensors);
-    engine::metrics().add(engine::Counter::Collectives);
+    engine::metrics().add("collectives");
     return c10::make_intrusive<StagedWork>(host_->recv(host, src_rank, tag), host, tensors, c10d::OpType::RECV);
   }
 
   WorkPtr recvAnysource(Tensors& tensors, int tag) override {
     check_tpu(tensors, "recv");
     Tensors host = host_like(tensors);
-    engine::metrics().add(engine::Counter::Collectives);
+    engine::metrics().add("collectives");
     return c10::make_intrusive<StagedWork>(host_->recvAnysource(host, tag), host, tensors,
                                            c10d::OpType::RECVANYSOURCE);
   }
@@ -304,14 +304,14 @@ class HostStagedBackend final : public c10d::Backend {
   // A collective that has finished: its Work is done and its future holds the
   // output tensors (DDP's reducer reads them from there).
   static WorkPtr finished(const Tensors& outputs) {
-    engine::metrics().add(engine::Counter::Collectives);
+    engine::metrics().add("collectives");
     auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
     future->markCompleted(c10::IValue(outputs));
     return c10d::Work::create_from_future(future);
   }
 
   static void count_staged(const at::Tensor& host) {
-    engine::metrics().add(engine::Counter::CollectiveHostBytes, static_cast<double>(host.nbytes()));
+    engine::metrics().add("collective_host_bytes", static_cast<double>(host.nbytes()));
   }
 
   // Contiguous host copies, scaled first by a PREMUL_SUM factor (on the device,

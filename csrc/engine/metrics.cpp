@@ -1,19 +1,6 @@
 #include "engine/metrics.h"
 
-#include <iterator>
-
 namespace tpu::engine {
-
-const char* counter_name(Counter counter) {
-  static constexpr const char* kNames[] = {
-      "cache_hits", "compiles", "compile_seconds", "disk_cache_hits", "disk_load_seconds", "executions",
-      "execute_seconds", "donated_buffers", "host_to_device_transfers", "host_to_device_bytes",
-      "device_to_host_transfers", "device_to_host_bytes", "pinned_host_allocations", "collectives",
-      "collective_host_bytes",
-  };
-  static_assert(std::size(kNames) == static_cast<size_t>(Counter::kCount), "one name per counter");
-  return kNames[static_cast<size_t>(counter)];
-}
 
 void Metrics::record_max(const std::string& name, double value) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -34,11 +21,7 @@ void Metrics::add_fallback(const std::string& op) {
 
 std::map<std::string, double> Metrics::counters() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::map<std::string, double> all = counters_;
-  for (size_t i = 0; i < slots_.size(); ++i)
-    if (slots_[i].counted.load(std::memory_order_relaxed))
-      all[counter_name(static_cast<Counter>(i))] += slots_[i].value.load(std::memory_order_relaxed);
-  return all;
+  return counters_;
 }
 
 std::map<std::string, int64_t> Metrics::fallbacks() const {
@@ -50,10 +33,6 @@ void Metrics::reset() {
   std::lock_guard<std::mutex> lock(mutex_);
   counters_.clear();
   fallbacks_.clear();
-  for (Slot& slot : slots_) {
-    slot.value.store(0.0, std::memory_order_relaxed);
-    slot.counted.store(false, std::memory_order_relaxed);
-  }
 }
 
 Metrics& metrics() {

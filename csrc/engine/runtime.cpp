@@ -303,7 +303,7 @@ std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph
   std::lock_guard<std::mutex> lock(cache_mutex_);
   auto it = cache_.find(fingerprint);
   if (it != cache_.end()) {
-    metrics().add(Counter::CacheHits);
+    metrics().add("cache_hits");
     return it->second;
   }
   auto exe = load_or_compile(graph.key(), graph, info);
@@ -338,8 +338,8 @@ std::shared_ptr<pjrt::Executable> Runtime::load_or_compile(const std::string& ke
     if (auto bytes = disk->load(key)) {
       try {
         std::shared_ptr<pjrt::Executable> exe = client_->deserialize(*bytes);
-        metrics().add(Counter::DiskCacheHits);
-        metrics().add(Counter::DiskLoadSeconds, seconds_since(t0));
+        metrics().add("disk_cache_hits");
+        metrics().add("disk_load_seconds", seconds_since(t0));
         if (info) info->from_disk = true;
         return exe;
       } catch (const pjrt::Error& e) {
@@ -359,8 +359,8 @@ std::shared_ptr<pjrt::Executable> Runtime::load_or_compile(const std::string& ke
       throw pjrt::Error(std::string(e.what()) + "\nprogram:\n" + text, e.code());
     throw;
   }
-  metrics().add(Counter::Compiles);
-  metrics().add(Counter::CompileSeconds, seconds_since(t0));
+  metrics().add("compiles");
+  metrics().add("compile_seconds", seconds_since(t0));
   if (info) info->compiled = true;
   if (disk) {
     try {
@@ -421,8 +421,8 @@ std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Gr
   for (const auto& b : args) raw.push_back(b->raw());
   auto t0 = std::chrono::steady_clock::now();
   auto outputs = exe.execute(device(device_index), raw);
-  metrics().add(Counter::Executions);
-  metrics().add(Counter::ExecuteSeconds, seconds_since(t0));
+  metrics().add("executions");
+  metrics().add("execute_seconds", seconds_since(t0));
   DonatedUntilDone donated;
   for (auto [parameter, output] : graph.aliases()) {
     donated.buffers.push_back(args[parameter]);
@@ -430,7 +430,7 @@ std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Gr
     if (counted == nullptr || counted->donated) continue;
     counted->donated = true;
     g_memory[device_index].in_use -= counted->bytes;
-    metrics().add(Counter::DonatedBuffers);
+    metrics().add("donated_buffers");
   }
   std::vector<BufferRef> result;
   result.reserve(outputs.size());
@@ -458,15 +458,15 @@ std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Gr
 
 BufferRef Runtime::upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device_index) {
   auto buffer = client_->buffer_from_host(data, element_type(dtype), shape.vec(), device(device_index));
-  metrics().add(Counter::HostToDeviceTransfers);
-  metrics().add(Counter::HostToDeviceBytes, static_cast<double>(ir::numel(shape) * ir::byte_width(dtype)));
+  metrics().add("host_to_device_transfers");
+  metrics().add("host_to_device_bytes", static_cast<double>(ir::numel(shape) * ir::byte_width(dtype)));
   return track(std::move(buffer), ir::Type{dtype, shape}, device_index);
 }
 
 void Runtime::download(const pjrt::Buffer& buffer, void* dst, size_t nbytes) {
   buffer.to_host(dst, nbytes);
-  metrics().add(Counter::DeviceToHostTransfers);
-  metrics().add(Counter::DeviceToHostBytes, static_cast<double>(nbytes));
+  metrics().add("device_to_host_transfers");
+  metrics().add("device_to_host_bytes", static_cast<double>(nbytes));
 }
 
 std::shared_ptr<Marker> Runtime::mark() {

@@ -62,7 +62,7 @@ class PinnedHostAllocator final : public c10::Allocator {
       std::lock_guard<std::mutex> lock(g_mutex);
       blocks()[reinterpret_cast<uintptr_t>(data)] = Block{size, mapped};
     }
-    engine::metrics().add(engine::Counter::PinnedHostAllocations);
+    engine::metrics().add("pinned_host_allocations");
     return {data, data, &release, cpu};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
