@@ -444,12 +444,11 @@ std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Gr
       donated.done = result.front()->ready_event();
       donated_.push_back(std::move(donated));
     }
-    // Full: forget outputs that nobody can observe any more, in place. The list
-    // keeps its capacity: regrowing it from empty (and freeing the old one) made
-    // malloc consolidate its free lists, 5% of a strict op's host time.
-    if (pending_.size() == pending_.capacity()) {
-      std::erase_if(pending_, [](const std::weak_ptr<pjrt::Buffer>& w) { return w.expired(); });
-      if (pending_.size() > pending_.capacity() / 2) pending_.reserve(std::max<size_t>(4096, pending_.capacity() * 2));
+    if (pending_.size() >= 4096) {  // forget outputs that nobody can observe any more
+      std::vector<std::weak_ptr<pjrt::Buffer>> live;
+      for (auto& w : pending_)
+        if (!w.expired()) live.push_back(std::move(w));
+      pending_.swap(live);
     }
     pending_.push_back(result.back());
   }
@@ -504,11 +503,6 @@ void Runtime::synchronize() {
   for (auto& w : pending)
     if (BufferRef b = w.lock(); b && awaitable(b)) b->ready_event()->await();
   for (auto& d : donated) d.done->await();
-  // The emptied list goes back with its capacity, holding what was launched meanwhile.
-  pending.clear();
-  std::lock_guard<std::mutex> lock(pending_mutex_);
-  pending.insert(pending.end(), std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end()));
-  pending_.swap(pending);
 }
 
 }  // namespace tpu::engine
