@@ -4,8 +4,6 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
-#include <cstdlib>
-#include <cstring>
 
 #include "engine/config.h"
 #include "engine/metrics.h"
