@@ -2,7 +2,11 @@
 
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
 
+#include <algorithm>
+
+#include "aten/program.h"
 #include "runtime/device_allocator.h"
 
 namespace tpu::aten {
@@ -35,6 +39,32 @@ std::vector<int> CompiledProgram::mutated_inputs() const {
   std::vector<int> indices;
   for (auto [input, result] : program_->mutated_inputs()) indices.push_back(input);
   return indices;
+}
+
+std::vector<at::Tensor> CompiledProgram::call(std::span<const at::Tensor* const> args) const {
+  const int device = program_->device();
+  std::vector<at::Tensor> inputs;
+  inputs.reserve(args.size());
+  c10::SmallVector<size_t, 8> uploaded;  // positions of the CPU scalars among the inputs
+  for (const at::Tensor* t : args) {
+    if (t->is_privateuseone()) {
+      inputs.push_back(*t);
+      continue;
+    }
+    TORCH_CHECK(t->device().is_cpu() && t->dim() == 0, "torch_tpu: a compiled graph's argument is a ", t->device(),
+                " tensor of shape ", t->sizes(), " (only tpu tensors and 0-dim CPU tensors are replayed)");
+    uploaded.push_back(inputs.size());
+    // Equal scalars share one cached buffer; complex32 has no scalar buffer form.
+    inputs.push_back(t->scalar_type() == at::kComplexHalf
+                         ? t->to(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)))
+                         : scalar_to_device(*t, device));
+  }
+  std::vector<at::Tensor> outputs = run(inputs);
+  if (!uploaded.empty())
+    for (auto [input, result] : program_->mutated_inputs())
+      if (std::find(uploaded.begin(), uploaded.end(), static_cast<size_t>(input)) != uploaded.end())
+        args[input]->copy_(inputs[input]);  // the outputs of one program: one wait in all
+  return outputs;
 }
 
 std::vector<at::Tensor> CompiledProgram::run(const std::vector<at::Tensor>& inputs) const {

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "engine/pending_graph.h"
@@ -22,6 +23,11 @@ class CompiledProgram {
   // Runs the program on `inputs` (same shapes, dtypes and layouts as at
   // capture); returns fresh output tensors and updates mutated inputs.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  // One call of a compiled graph: `args` are its tensor arguments in order,
+  // tpu tensors and 0-dim CPU tensors (numbers the host computed, such as an
+  // optimizer's bias corrections), which travel as uploads through the scalar
+  // buffer cache and, where the program writes them, get their new values back.
+  std::vector<at::Tensor> call(std::span<const at::Tensor* const> args) const;
   size_t num_ops() const { return program_->num_ops(); }
   // Indices (into the inputs) of the inputs the program writes.
   std::vector<int> mutated_inputs() const;

@@ -4,7 +4,7 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
-
+#include "aten/program.h"
 #include "engine/config.h"
 #include "engine/metrics.h"
 #include "engine/pending_graph.h"
@@ -53,9 +53,7 @@ void check_same_device(const c10::OperatorHandle& op, const torch::jit::Stack& s
   }
   if (!tpu || !other) return;
   const auto& name = op.schema().operator_name();
-  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", *tpu, " and ",
-              *other, "! (while checking arguments for ", name.name,
-              name.overload_name.empty() ? "" : "." + name.overload_name, ")");
+  raise_device_mismatch(*tpu, *other, name.overload_name.empty() ? name.name : name.name + "." + name.overload_name);
 }
 
 void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* missing) {

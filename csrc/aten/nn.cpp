@@ -28,13 +28,6 @@ namespace {
 using lowering::OptValue;
 using lowering::Reduction;
 using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
-using OptTensor = std::optional<at::Tensor>;
-
-bool defined(const OptTensor& t) { return t.has_value() && t->defined(); }
-OptValue read_opt(Program& p, const OptTensor& t) {
-  if (!defined(t)) return std::nullopt;
-  return p.read(*t);
-}
 ir::DType ir_of(c10::ScalarType t) { return lowering::to_ir(t); }
 
 at::Tensor new_tensor(const at::Tensor& like, c10::IntArrayRef shape, c10::ScalarType dtype) {

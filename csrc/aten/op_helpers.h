@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "aten/program.h"
@@ -16,6 +17,15 @@
 namespace tpu::aten {
 
 using Build = std::function<ir::Value(ir::Graph&, const std::vector<ir::Value>&)>;
+using OptTensor = std::optional<at::Tensor>;
+
+// Whether an optional tensor argument was given (present and defined).
+inline bool defined(const OptTensor& t) { return t.has_value() && t->defined(); }
+// The value of an optional tensor argument, or nullopt when it was not given.
+inline std::optional<ir::Value> read_opt(Program& p, const OptTensor& t) {
+  if (!defined(t)) return std::nullopt;
+  return p.read(*t);
+}
 
 // An op's tensor operands, held by reference, never copied: copying an
 // at::Tensor that Python also holds increfs its PyObject under the GIL (torch's

@@ -223,8 +223,12 @@ void Program::check_device(const at::Tensor& t) const {
                           ? t.device()
                           : c10::Device(c10::DeviceType::PrivateUse1,
                                         static_cast<c10::DeviceIndex>(runtime::current_device()));
-  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
-              reference_device_, " and ", other, "! (while checking arguments for ", op_name_, ")");
+  raise_device_mismatch(reference_device_, other, op_name_);
+}
+
+void raise_device_mismatch(c10::Device first, c10::Device second, const std::string& op) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", first, " and ",
+              second, "! (while checking arguments for ", op, ")");
 }
 
 ir::Value Program::bind(const engine::BufferRef& buffer, const ir::Type& type) {

@@ -133,6 +133,9 @@ at::Tensor scalar_to_device(const at::Tensor& scalar, int device);
 // no old storage content.
 bool covers_whole_storage(const at::Tensor& t);
 
+// Raises CUDA's error for operands on two devices, naming both and the op.
+[[noreturn]] void raise_device_mismatch(c10::Device first, c10::Device second, const std::string& op);
+
 // Device of a tpu tensor operand set (the first tpu tensor's device).
 int device_of(std::initializer_list<const at::Tensor*> tensors);
 

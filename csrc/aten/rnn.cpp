@@ -9,19 +9,11 @@
 #include <optional>
 #include <tuple>
 
-#include "aten/program.h"
+#include "aten/op_helpers.h"
 #include "lowering/rnn.h"
 
 namespace tpu::aten {
 namespace {
-
-using OptTensor = std::optional<at::Tensor>;
-bool defined(const OptTensor& t) { return t.has_value() && t->defined(); }
-
-std::optional<ir::Value> read_opt(Program& p, const OptTensor& t) {
-  if (!defined(t)) return std::nullopt;
-  return p.read(*t);
-}
 
 at::Tensor like(const at::Tensor& t, c10::IntArrayRef shape) { return at::empty(shape, t.options()); }
 

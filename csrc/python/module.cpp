@@ -187,6 +187,15 @@ PYBIND11_MODULE(_C, m) {
            [](const aten::CompiledProgram& program, const std::vector<at::Tensor>& inputs) {
              return python::python_errors([&] { return program.run(inputs); });
            })
+      // A whole call: the graph's arguments as they come (non-tensors are in the signature).
+      .def("call",
+           [](const aten::CompiledProgram& program, const py::sequence& args) {
+             std::vector<const at::Tensor*> tensors;
+             tensors.reserve(args.size());
+             for (py::handle a : args)
+               if (THPVariable_Check(a.ptr())) tensors.push_back(&THPVariable_Unpack(a.ptr()));
+             return python::python_errors([&] { return program.call(tensors); });
+           })
       .def_property_readonly("num_ops", &aten::CompiledProgram::num_ops)
       .def_property_readonly("mutated_inputs", &aten::CompiledProgram::mutated_inputs);
   m.def("_begin_capture",
