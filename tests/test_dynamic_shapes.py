@@ -254,3 +254,18 @@ def test_kv_cache_decoding_is_padded():
     # Entering a bucket seals once for a host-padded cache, once for the grown one.
     assert sum(captures[2:]) <= 4, captures
     assert sum(captures[4:16]) == 0, captures
+
+
+def test_remembered_expression_values_match_sympy():
+    # eval_expr remembers each expression's symbols and its value at given values:
+    # every answer must be sympy's own, for any mix of expressions and values.
+    import sympy
+    from torch_tpu import _buckets
+    s, t = sympy.symbols("s0 s1", integer=True, positive=True)
+    exprs = [s, 2 * s + 1, s * t, sympy.floor(s / 3) + t, sympy.Integer(7)]
+    for _ in range(2):  # the second round answers from memory
+        for a in (1, 5, 64):
+            for b in (2, 9):
+                values = {s: a, t: b}
+                for e in exprs:
+                    assert _buckets.eval_expr(e, values) == int(e.subs({s: a, t: b}))

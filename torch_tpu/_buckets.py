@@ -790,8 +790,28 @@ class PaddedInterpreter(torch.fx.Interpreter):
 # ---------------------------------------------------------------- per call
 
 
+# Per call, every padded layout's sizes are evaluated for the real and the padded
+# symbol values: a decode step evaluates ~100. sympy computes free_symbols and
+# substitutes anew each time (most of a compiled decode step's host time), so both
+# are remembered: an expression's symbols, and its value at given symbol values.
+_EXPR_SYMBOLS = {}
+_EXPR_VALUES = {}
+_EXPR_VALUES_KEPT = 1 << 14  # forgotten all at once past this: lengths that never recur
+
+
 def eval_expr(e, values):
-    return int(e.xreplace(values)) if e.free_symbols else int(e)
+    symbols = _EXPR_SYMBOLS.get(e)
+    if symbols is None:
+        symbols = _EXPR_SYMBOLS[e] = tuple(sorted(e.free_symbols, key=str))
+    if not symbols:
+        return int(e)
+    key = (e,) + tuple(values[s] for s in symbols)
+    v = _EXPR_VALUES.get(key)
+    if v is None:
+        if len(_EXPR_VALUES) >= _EXPR_VALUES_KEPT:
+            _EXPR_VALUES.clear()
+        v = _EXPR_VALUES[key] = int(e.xreplace({s: sympy.Integer(values[s]) for s in symbols}))
+    return v
 
 
 def value_tensor(e, kind, values):
@@ -804,24 +824,39 @@ def value_tensor(e, kind, values):
     return torch.tensor(int(v), dtype=torch.int64)
 
 
+def _symbol_sites(gm, plan):
+    """Where each call's arguments carry the symbols' values (found once per graph):
+    (position, symbol) of the symbolic ints, then (position, rank, ((dim, symbol), ...))
+    of the tensors whose dims are symbols, saved inputs excepted (they come padded)."""
+    sites = getattr(plan, "symbol_sites", None)
+    if sites is None:
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        ints, tensors = [], []
+        for k, node in enumerate(placeholders):
+            v = node.meta.get("val")
+            if isinstance(v, torch.SymInt) and _expr(v).is_Symbol:
+                ints.append((k, _expr(v)))
+            elif _is_tensor_val(v) and node.name not in plan.saved_inputs:
+                dims = tuple((d, _expr(size)) for d, size in enumerate(v.shape) if _expr(size).is_Symbol)
+                if dims:
+                    tensors.append((k, v.dim(), dims))
+        sites = plan.symbol_sites = (ints, tensors)
+    return sites
+
+
 def bind_symbols(gm, args, plan):
     """The real value of every symbol, from the call's ints and (unpadded) tensors."""
     values = {}
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for node, a in zip(placeholders, args):
-        v = node.meta.get("val")
-        if isinstance(v, torch.SymInt) and isinstance(a, int):
-            e = _expr(v)
-            if e.is_Symbol:
-                values[e] = a
-    for node, a in zip(placeholders, args):
-        v = node.meta.get("val")
-        if _is_tensor_val(v) and isinstance(a, torch.Tensor) and a.dim() == v.dim() \
-                and node.name not in plan.saved_inputs:
-            for d, size in zip(v.shape, a.shape):
-                e = _expr(d)
-                if e.is_Symbol and e not in values:
-                    values[e] = int(size)
+    ints, tensors = _symbol_sites(gm, plan)
+    for k, e in ints:
+        if k < len(args) and isinstance(args[k], int):
+            values[e] = args[k]
+    for k, rank, dims in tensors:
+        a = args[k] if k < len(args) else None
+        if isinstance(a, torch.Tensor) and a.dim() == rank:
+            for d, e in dims:
+                if e not in values:
+                    values[e] = int(a.shape[d])
     if set(values) != plan.symbols:
         return None
     return values
