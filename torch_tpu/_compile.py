@@ -100,6 +100,8 @@ class CompiledGraph:
         self.backward = None
         self._analysis = None
         self._plan = None
+        self.padded_calls = {}  # real sizes -> _PaddedCall, or _EXACT, under padded_calls_policy
+        self.padded_calls_policy = None
         if forward is not None:
             forward.backward = self
 
@@ -150,66 +152,50 @@ class CompiledGraph:
         real = _buckets.bind_symbols(self.gm, args, plan)
         if real is None:
             return _EXACT
-        padded = _buckets.choose_buckets(plan, real)
-        if padded is None:
-            return _EXACT
-        ev = _buckets.eval_expr
-        if any(ev(f, padded) < ev(f, real) for f in plan.real_exprs):
+        if self.padded_calls_policy is not _bucket_policy.policy():  # set_dynamic_buckets: buckets change
+            self.padded_calls, self.padded_calls_policy = {}, _bucket_policy.policy()
+        sizes = tuple(real.items())
+        call = self.padded_calls.get(sizes)
+        if call is None:
+            if len(self.padded_calls) >= _PADDED_CALLS_KEPT:
+                self.padded_calls.clear()
+            call = self.padded_calls[sizes] = _PaddedCall.prepare(self, plan, real)
+        if call is _EXACT:
             return _EXACT
         new_args, write_back = [], []
-        for node, a in zip(self._placeholders(), args):
-            val = node.meta.get("val")
-            if isinstance(val, torch.SymInt):
-                new_args.append(ev(_buckets._expr(val), padded))
-            elif isinstance(a, torch.Tensor) and node in plan.layouts and plan.layouts[node] is not None:
-                layout = plan.layouts[node]
+        for a, (kind, what) in zip(args, call.inputs):
+            if kind == "size":
+                new_args.append(what)
+            elif kind == "tensor" and isinstance(a, torch.Tensor):
+                layout, padded_shape, real_shape, mutated = what
                 shape = tuple(a.shape)
-                if shape == _buckets.layout_shape(layout, padded):
+                if shape == padded_shape:
                     new_args.append(a)
-                elif shape == _buckets.layout_shape(layout, real) and a.device.type == "tpu":
-                    p = _buckets.pad(a, layout, real, padded)
-                    if node.name in plan.mutated_placeholders and p.untyped_storage().data_ptr() != \
-                            a.untyped_storage().data_ptr():
+                elif shape == real_shape and a.device.type == "tpu":
+                    p = _buckets.pad(a, layout, call.real, call.padded)
+                    if mutated and p.untyped_storage().data_ptr() != a.untyped_storage().data_ptr():
                         write_back.append((a, p, layout))
                     new_args.append(p)
                 else:
                     return _EXACT
             else:
                 new_args.append(a)
-        n = len(new_args)
-        padded_sizes = {f: ev(f, padded) for f in plan.real_exprs}
-        extra = [torch.tensor(ev(f, real), dtype=torch.int64) for f in plan.real_exprs]
-        numbers = list(plan.value_exprs.items())
-        extra += [_buckets.value_tensor(e, kind, real) for e, kind in numbers]
-        k = n + len(plan.real_exprs)
-
-        def run_padded(*all_args):
-            reals = dict(zip(plan.real_exprs, all_args[n:k]))
-            values = dict(zip((e for e, _ in numbers), all_args[k:]))
-            return _buckets.PaddedInterpreter(plan, padded_sizes, reals, values).run(*all_args[:n])
-
-        key = ("padded",) + tuple(sorted((str(s), v) for s, v in padded.items()))
-        outputs = self._run(new_args + extra, run_padded, key)
+        outputs = self._run(new_args + call.extra, call.run_padded, call.key)
         _stats["padded_calls"] += 1
-        self.last_padding = (real, padded)  # for a backward graph that has to run exact
+        self.last_padding = (call.real, call.padded)  # for a backward graph that has to run exact
         for a, p, layout in write_back:
-            a.copy_(_buckets.unpad(p, layout, real, padded))
-        return self._slice_outputs(plan, outputs, real, padded)
+            a.copy_(_buckets.unpad(p, layout, call.real, call.padded))
+        return self._slice_outputs(call, outputs)
 
-    def _slice_outputs(self, plan, outputs, real, padded):
-        out_node = next(n for n in self.gm.graph.nodes if n.op == "output")
-        nodes = out_node.args[0]
+    def _slice_outputs(self, call, outputs):
         single = not isinstance(outputs, (list, tuple))
         flat = [outputs] if single else list(outputs)
-        descs = out_node.meta.get("desc") or [None] * len(flat)
-        nodes = [nodes] if single else list(nodes)
         result = []
-        for value, node, desc in zip(flat, nodes, descs):
-            val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-            if isinstance(val, torch.SymInt):
-                value = _buckets.eval_expr(_buckets._expr(val), real)
-            elif isinstance(value, torch.Tensor) and not type(desc).__name__.startswith("SavedForBackwards"):
-                value = _buckets.unpad(value, plan.layout(node), real, padded)
+        for value, (kind, what) in zip(flat, call.outputs):
+            if kind == "size":
+                value = what
+            elif kind == "tensor" and isinstance(value, torch.Tensor):
+                value = _buckets.unpad(value, what, call.real, call.padded)
             result.append(value)
         if single:
             return result[0]
@@ -598,6 +584,65 @@ def _written_inputs(node):
 
 _TENSOR = object()  # a program result in a sealed graph's output layout
 _EXACT = object()  # a padded call that must run with exact shapes instead
+_PADDED_CALLS_KEPT = 4096  # real sizes remembered per graph (forgotten all at once past it)
+
+
+class _PaddedCall:
+    """What a padded call at one set of real sizes needs, worked out once for those
+    sizes: the buckets, each argument's real and padded shape, the program key,
+    the real-size inputs, and how each output is cut back (a decode step otherwise
+    evaluates its layouts' symbolic sizes anew on every call)."""
+
+    @staticmethod
+    def prepare(graph, plan, real):
+        padded = _buckets.choose_buckets(plan, real)
+        if padded is None:
+            return _EXACT
+        ev = _buckets.eval_expr
+        if any(ev(f, padded) < ev(f, real) for f in plan.real_exprs):
+            return _EXACT
+        call = _PaddedCall()
+        call.real, call.padded = real, padded
+        call.inputs = []
+        for node in graph._placeholders():
+            val = node.meta.get("val")
+            layout = plan.layouts.get(node) if node in plan.layouts else None
+            if isinstance(val, torch.SymInt):
+                call.inputs.append(("size", ev(_buckets._expr(val), padded)))
+            elif layout is not None:
+                call.inputs.append(("tensor", (layout, _buckets.layout_shape(layout, padded),
+                                               _buckets.layout_shape(layout, real),
+                                               node.name in plan.mutated_placeholders)))
+            else:
+                call.inputs.append(("pass", None))
+        n = len(call.inputs)
+        padded_sizes = {f: ev(f, padded) for f in plan.real_exprs}
+        numbers = list(plan.value_exprs.items())
+        call.extra = [torch.tensor(ev(f, real), dtype=torch.int64) for f in plan.real_exprs]
+        call.extra += [_buckets.value_tensor(e, kind, real) for e, kind in numbers]
+        k = n + len(plan.real_exprs)
+
+        def run_padded(*all_args):
+            reals = dict(zip(plan.real_exprs, all_args[n:k]))
+            values = dict(zip((e for e, _ in numbers), all_args[k:]))
+            return _buckets.PaddedInterpreter(plan, padded_sizes, reals, values).run(*all_args[:n])
+
+        call.run_padded = run_padded
+        call.key = ("padded",) + tuple(sorted((str(s), v) for s, v in padded.items()))
+        out_node = next(n for n in graph.gm.graph.nodes if n.op == "output")
+        nodes = out_node.args[0]
+        nodes = list(nodes) if isinstance(nodes, (list, tuple)) else [nodes]
+        descs = out_node.meta.get("desc") or [None] * len(nodes)
+        call.outputs = []
+        for node, desc in zip(nodes, descs):
+            val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+            if isinstance(val, torch.SymInt):
+                call.outputs.append(("size", ev(_buckets._expr(val), real)))
+            elif isinstance(node, torch.fx.Node) and not type(desc).__name__.startswith("SavedForBackwards"):
+                call.outputs.append(("tensor", plan.layout(node)))
+            else:
+                call.outputs.append(("pass", None))
+        return call
 
 
 def _handover_layouts(fw_plan, bw_gm):
