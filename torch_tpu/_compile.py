@@ -479,30 +479,26 @@ class StackedScalars:
         return StackedScalars(steps, [element(o) for o in outputs], writes)
 
     def run(self, args):
-        values = list(args)  # slot -> a 0-d tensor, a stacked 1-d tensor, or (stacked, its elements)
+        values = list(args)  # slot -> a 0-d input tensor or a step's stacked 1-d tensor
+        elements = {}  # slot -> its unbound elements (a 0-d input: itself), made once per call
 
-        def element(ref):
-            slot, k = ref
-            if k is None:
-                return values[slot]
-            if not isinstance(values[slot], tuple):
-                values[slot] = (values[slot], values[slot].unbind(0))
-            return values[slot][1][k]
-
-        def stacked(slot):
-            v = values[slot]
-            return v[0] if isinstance(v, tuple) else v
+        def of(slot):
+            e = elements.get(slot)
+            if e is None:
+                v = values[slot]
+                e = elements[slot] = v.unbind(0) if v.dim() == 1 else (v,)
+            return e
 
         for op, arg_refs in self.steps:
             resolved = []
             for kind, ref in arg_refs:
-                resolved.append(stacked(ref) if kind == "list" else
-                                torch.stack([element(e) for e in ref]) if kind == "stack" else
-                                element(ref) if kind == "element" else ref)
+                resolved.append(values[ref] if kind == "list" else
+                                torch.stack([of(slot)[k or 0] for slot, k in ref]) if kind == "stack" else
+                                of(ref[0])[ref[1] or 0] if kind == "element" else ref)
             values.append(op(*resolved))
-        results = [element(ref) for ref in self.outputs]
+        results = [of(slot)[k or 0] for slot, k in self.outputs]
         if self.writes:
-            torch._foreach_copy_([values[d] for d, _ in self.writes], [element(ref) for _, ref in self.writes])
+            torch._foreach_copy_([values[d] for d, _ in self.writes], [of(slot)[k or 0] for _, (slot, k) in self.writes])
         return results
 
 
