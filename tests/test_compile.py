@@ -501,3 +501,19 @@ def test_signature_tells_apart_what_a_sealed_program_depends_on():
     assert len(set(signatures)) == len(signatures)
     assert sig([x, 2 ** 70]) == sig([x, 2 ** 70]) and sig([x, 3]) == sig([x, 3])
     assert sig([x, torch.zeros(3)]) is None and sig([x, object()]) is None
+
+
+def test_replayed_cpu_scalars_take_each_calls_value():
+    # A sealed program's 0-d CPU inputs are uploaded on every call (equal values share
+    # a cached buffer): each replay must see its own call's values, whatever their dtype,
+    # lazily negated or not.
+    f = torch.compile(lambda t, s, k: t * s + k, backend="tpu")
+    t = torch.randn(3)
+    replays = _compile.stats()["replays"]
+    for s, k in [(2.0, 1), (3.0, 1), (-1.5, 7), (2.0, 1), (3.0, 1)]:
+        got = f(t.to("tpu"), torch.tensor(s), torch.tensor(k))
+        torch.testing.assert_close(got.cpu(), t * s + k)
+    for s in [2.0, 4.0]:
+        negated = torch.tensor(s)._neg_view()
+        torch.testing.assert_close(f(t.to("tpu"), negated, torch.tensor(0)).cpu(), -s * t)
+    assert _compile.stats()["replays"] - replays >= 4

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "aten/program.h"
+#include "lowering/types.h"
 #include "runtime/device_allocator.h"
 
 namespace tpu::aten {
@@ -43,32 +44,60 @@ std::vector<int> CompiledProgram::mutated_inputs() const {
 
 std::vector<at::Tensor> CompiledProgram::call(std::span<const at::Tensor* const> args) const {
   const int device = program_->device();
-  std::vector<at::Tensor> inputs;
-  inputs.reserve(args.size());
-  c10::SmallVector<size_t, 8> uploaded;  // positions of the CPU scalars among the inputs
-  for (const at::Tensor* t : args) {
+  std::vector<engine::StorageValue*> values;
+  values.reserve(args.size());
+  // A CPU scalar's upload is a storage value of this call's alone, holding the
+  // scalar buffer cache's buffer: no tensor is made for it. Lazily conjugated or
+  // negated scalars and complex32 (no scalar buffer form) go through a tpu tensor.
+  std::vector<engine::StorageValue> uploads;
+  uploads.reserve(args.size());  // never regrown: `values` points into it
+  std::vector<at::Tensor> held;
+  std::vector<int> held_as(args.size(), -1);  // per argument: its index in `held`, or -1
+  for (size_t k = 0; k < args.size(); ++k) {
+    const at::Tensor* t = args[k];
     if (t->is_privateuseone()) {
-      inputs.push_back(*t);
+      values.push_back(runtime::checked_storage_value(t->storage()));
       continue;
     }
     TORCH_CHECK(t->device().is_cpu() && t->dim() == 0, "torch_tpu: a compiled graph's argument is a ", t->device(),
                 " tensor of shape ", t->sizes(), " (only tpu tensors and 0-dim CPU tensors are replayed)");
-    uploaded.push_back(inputs.size());
-    // Equal scalars share one cached buffer; complex32 has no scalar buffer form.
-    inputs.push_back(t->scalar_type() == at::kComplexHalf
+    if (t->scalar_type() == at::kComplexHalf || t->is_conj() || t->is_neg()) {
+      held.push_back(t->scalar_type() == at::kComplexHalf
                          ? t->to(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)))
                          : scalar_to_device(*t, device));
+      values.push_back(runtime::storage_value(held.back().storage()));
+      held_as[k] = static_cast<int>(held.size()) - 1;
+      continue;
+    }
+    engine::StorageValue& upload = uploads.emplace_back();
+    upload.nbytes = t->element_size();
+    upload.device = device;
+    upload.hold(scalar_storage_buffer(*t, device), ir::Type{lowering::to_ir(t->scalar_type()), {1}});
+    values.push_back(&upload);
   }
-  std::vector<at::Tensor> outputs = run(inputs);
-  if (!uploaded.empty())
-    for (auto [input, result] : program_->mutated_inputs())
-      if (std::find(uploaded.begin(), uploaded.end(), static_cast<size_t>(input)) != uploaded.end())
-        args[input]->copy_(inputs[input]);  // the outputs of one program: one wait in all
+  std::vector<at::Tensor> outputs = wrap_outputs(program_->launch(values));
+  // The program wrote these CPU scalars (an optimizer's step counts): their new
+  // values come back, outputs of one program, so the first download waits for all.
+  for (auto [input, result] : program_->mutated_inputs()) {
+    const at::Tensor& cpu = *args[input];
+    if (cpu.is_privateuseone()) continue;
+    if (held_as[input] >= 0) {
+      cpu.copy_(held[held_as[input]]);
+      continue;
+    }
+    engine::StorageValue* v = values[input];
+    TORCH_INTERNAL_ASSERT(v->buffer && v->buffer_dtype == lowering::to_ir(cpu.scalar_type()));
+    engine::Runtime::get().download(*v->buffer, cpu.mutable_data_ptr(), cpu.element_size());
+    cpu.unsafeGetTensorImpl()->bump_version();
+  }
   return outputs;
 }
 
 std::vector<at::Tensor> CompiledProgram::run(const std::vector<at::Tensor>& inputs) const {
-  std::vector<engine::BufferRef> buffers = program_->launch(storage_values(inputs));
+  return wrap_outputs(program_->launch(storage_values(inputs)));
+}
+
+std::vector<at::Tensor> CompiledProgram::wrap_outputs(const std::vector<engine::BufferRef>& buffers) const {
   c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(program_->device()));
   c10::DeviceGuard guard(where);
   c10::Allocator* allocator = runtime::tpu_allocator();

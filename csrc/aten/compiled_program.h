@@ -38,6 +38,8 @@ class CompiledProgram {
     std::vector<int64_t> sizes, strides;
     int64_t offset;
   };
+  // Output tensors over the buffers of a launch.
+  std::vector<at::Tensor> wrap_outputs(const std::vector<engine::BufferRef>& buffers) const;
   std::shared_ptr<engine::CapturedProgram> program_;
   std::vector<Layout> outputs_;
 };

@@ -195,12 +195,17 @@ at::Tensor scalar_to_device(const at::Tensor& scalar, int device) {
   // A tpu tensor with no buffer yet; creating it checks the dtype against the platform.
   at::Tensor t = at::empty({}, at::TensorOptions().dtype(scalar.scalar_type()).device(
                                    c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
-  ir::DType dtype = lowering::to_ir(scalar.scalar_type());
-  at::Tensor contiguous = scalar.resolve_conj().resolve_neg().contiguous();
-  engine::set_buffer(runtime::storage_value(t.storage()),
-             scalar_cache().get(device, dtype, contiguous.const_data_ptr(), /*as_storage=*/true),
-             ir::Type{dtype, {1}});
+  engine::set_buffer(runtime::storage_value(t.storage()), scalar_storage_buffer(scalar, device),
+                     ir::Type{lowering::to_ir(scalar.scalar_type()), {1}});
   return t;
+}
+
+engine::BufferRef scalar_storage_buffer(const at::Tensor& scalar, int device) {
+  ir::DType dtype = lowering::to_ir(scalar.scalar_type());
+  if (!scalar.is_conj() && !scalar.is_neg())  // a 0-dim tensor's one element: no copy needed
+    return scalar_cache().get(device, dtype, scalar.const_data_ptr(), /*as_storage=*/true);
+  at::Tensor resolved = scalar.resolve_conj().resolve_neg().contiguous();
+  return scalar_cache().get(device, dtype, resolved.const_data_ptr(), /*as_storage=*/true);
 }
 
 Program::Program(const char* op_name, int device)

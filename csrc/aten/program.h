@@ -128,6 +128,9 @@ bool log_ops_enabled();
 // upload. Safe to write: a write gives the storage a new buffer, and every
 // donation first checks that nothing else (here: the cache) holds the buffer.
 at::Tensor scalar_to_device(const at::Tensor& scalar, int device);
+// The scalar buffer cache's buffer (shaped [1], as a storage's) holding the value
+// of the 0-dim CPU tensor `scalar` on `device`: scalar_to_device without the tensor.
+engine::BufferRef scalar_storage_buffer(const at::Tensor& scalar, int device);
 
 // Whether `t` is its whole storage, contiguous from offset 0: writing it needs
 // no old storage content.
