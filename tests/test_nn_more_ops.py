@@ -288,6 +288,18 @@ def test_fractional_max_pool(dim):
     assert_close(tpu[0].cpu(), cpu[0])
     assert_close(tpu[1].cpu(), cpu[1])
     check_grads(lambda t: f(t, samples.to(t.device))[0], x)
+    # the out= variants (ATen's .output and .grad_input overloads) write what the functional ones return
+    op = getattr(torch.ops.aten, f"fractional_max_pool{dim}d")
+    backward = getattr(torch.ops.aten, f"fractional_max_pool{dim}d_backward")
+    xt, st = x.to("tpu"), samples.to("tpu")
+    out, indices = torch.empty(0, device="tpu"), torch.empty(0, dtype=torch.int64, device="tpu")
+    op.output(xt, [2] * dim, [4] * dim, st, output=out, indices=indices)
+    assert_close(out.cpu(), cpu[0])
+    assert_close(indices.cpu(), cpu[1])
+    grad = torch.randn(cpu[0].shape)
+    grad_input = torch.empty(0, device="tpu")
+    backward.grad_input(grad.to("tpu"), xt, [2] * dim, [4] * dim, indices, grad_input=grad_input)
+    assert_close(grad_input.cpu(), backward(grad, x, [2] * dim, [4] * dim, cpu[1]))
 
 
 @pytest.mark.parametrize("dim", [1, 2, 3])

@@ -731,46 +731,44 @@ at::Tensor fractional_backward_impl(const char* name, int64_t k, const at::Tenso
   prog.run();
   return grad_input;
 }
-std::tuple<at::Tensor, at::Tensor> fractional_max_pool2d(const at::Tensor& self, at::IntArrayRef kernel_size,
-                                                         at::IntArrayRef output_size, const at::Tensor& samples) {
-  return fractional_impl("fractional_max_pool2d", 2, self, kernel_size, output_size, samples, nullptr, nullptr);
+// The four variants of fractional_max_pool{2,3}d, one template per variant over
+// the number of pooled dims: ATen's names for each (op, out=, backward, backward out=).
+template <int kDims>
+struct FractionalNames {
+  static constexpr const char* op[] = {"fractional_max_pool2d", "fractional_max_pool2d.output",
+                                       "fractional_max_pool2d_backward",
+                                       "fractional_max_pool2d_backward.grad_input"};
+};
+template <>
+struct FractionalNames<3> {
+  static constexpr const char* op[] = {"fractional_max_pool3d", "fractional_max_pool3d.output",
+                                       "fractional_max_pool3d_backward",
+                                       "fractional_max_pool3d_backward.grad_input"};
+};
+template <int kDims>
+std::tuple<at::Tensor, at::Tensor> fractional_max_pool(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                        at::IntArrayRef output_size, const at::Tensor& samples) {
+  return fractional_impl(FractionalNames<kDims>::op[0], kDims, self, kernel_size, output_size, samples, nullptr,
+                         nullptr);
 }
-std::tuple<at::Tensor&, at::Tensor&> fractional_max_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel_size,
-                                                               at::IntArrayRef output_size, const at::Tensor& samples,
-                                                               at::Tensor& out, at::Tensor& indices) {
-  fractional_impl("fractional_max_pool2d.output", 2, self, kernel_size, output_size, samples, &out, &indices);
+template <int kDims>
+std::tuple<at::Tensor&, at::Tensor&> fractional_max_pool_out(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                             at::IntArrayRef output_size, const at::Tensor& samples,
+                                                             at::Tensor& out, at::Tensor& indices) {
+  fractional_impl(FractionalNames<kDims>::op[1], kDims, self, kernel_size, output_size, samples, &out, &indices);
   return {out, indices};
 }
-at::Tensor fractional_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
-                                          at::IntArrayRef kernel_size, at::IntArrayRef output_size,
-                                          const at::Tensor& indices) {
-  return fractional_backward_impl("fractional_max_pool2d_backward", 2, grad_output, self, indices, nullptr);
+template <int kDims>
+at::Tensor fractional_max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                        at::IntArrayRef kernel_size, at::IntArrayRef output_size,
+                                        const at::Tensor& indices) {
+  return fractional_backward_impl(FractionalNames<kDims>::op[2], kDims, grad_output, self, indices, nullptr);
 }
-at::Tensor& fractional_max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
-                                               at::IntArrayRef kernel_size, at::IntArrayRef output_size,
-                                               const at::Tensor& indices, at::Tensor& grad_input) {
-  fractional_backward_impl("fractional_max_pool2d_backward.grad_input", 2, grad_output, self, indices, &grad_input);
-  return grad_input;
-}
-std::tuple<at::Tensor, at::Tensor> fractional_max_pool3d(const at::Tensor& self, at::IntArrayRef kernel_size,
-                                                         at::IntArrayRef output_size, const at::Tensor& samples) {
-  return fractional_impl("fractional_max_pool3d", 3, self, kernel_size, output_size, samples, nullptr, nullptr);
-}
-std::tuple<at::Tensor&, at::Tensor&> fractional_max_pool3d_out(const at::Tensor& self, at::IntArrayRef kernel_size,
-                                                               at::IntArrayRef output_size, const at::Tensor& samples,
-                                                               at::Tensor& out, at::Tensor& indices) {
-  fractional_impl("fractional_max_pool3d.output", 3, self, kernel_size, output_size, samples, &out, &indices);
-  return {out, indices};
-}
-at::Tensor fractional_max_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self,
-                                          at::IntArrayRef kernel_size, at::IntArrayRef output_size,
-                                          const at::Tensor& indices) {
-  return fractional_backward_impl("fractional_max_pool3d_backward", 3, grad_output, self, indices, nullptr);
-}
-at::Tensor& fractional_max_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
-                                               at::IntArrayRef kernel_size, at::IntArrayRef output_size,
-                                               const at::Tensor& indices, at::Tensor& grad_input) {
-  fractional_backward_impl("fractional_max_pool3d_backward.grad_input", 3, grad_output, self, indices, &grad_input);
+template <int kDims>
+at::Tensor& fractional_max_pool_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                             at::IntArrayRef kernel_size, at::IntArrayRef output_size,
+                                             const at::Tensor& indices, at::Tensor& grad_input) {
+  fractional_backward_impl(FractionalNames<kDims>::op[3], kDims, grad_output, self, indices, &grad_input);
   return grad_input;
 }
 
@@ -815,14 +813,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max_unpool2d.out", max_unpool2d_out);
   m.impl("max_unpool3d", max_unpool3d);
   m.impl("max_unpool3d.out", max_unpool3d_out);
-  m.impl("fractional_max_pool2d", fractional_max_pool2d);
-  m.impl("fractional_max_pool2d.output", fractional_max_pool2d_out);
-  m.impl("fractional_max_pool2d_backward", fractional_max_pool2d_backward);
-  m.impl("fractional_max_pool2d_backward.grad_input", fractional_max_pool2d_backward_out);
-  m.impl("fractional_max_pool3d", fractional_max_pool3d);
-  m.impl("fractional_max_pool3d.output", fractional_max_pool3d_out);
-  m.impl("fractional_max_pool3d_backward", fractional_max_pool3d_backward);
-  m.impl("fractional_max_pool3d_backward.grad_input", fractional_max_pool3d_backward_out);
+  m.impl("fractional_max_pool2d", fractional_max_pool<2>);
+  m.impl("fractional_max_pool2d.output", fractional_max_pool_out<2>);
+  m.impl("fractional_max_pool2d_backward", fractional_max_pool_backward<2>);
+  m.impl("fractional_max_pool2d_backward.grad_input", fractional_max_pool_backward_out<2>);
+  m.impl("fractional_max_pool3d", fractional_max_pool<3>);
+  m.impl("fractional_max_pool3d.output", fractional_max_pool_out<3>);
+  m.impl("fractional_max_pool3d_backward", fractional_max_pool_backward<3>);
+  m.impl("fractional_max_pool3d_backward.grad_input", fractional_max_pool_backward_out<3>);
 }
 
 }  // namespace tpu::aten
