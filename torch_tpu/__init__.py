@@ -44,10 +44,11 @@ _cache.init_from_environment()
 _modes._init_from_environment()
 
 __all__ = ["metrics", "metrics_report", "reset_metrics", "sync", "plugin_info", "set_eager_mode", "get_eager_mode",
-           "eager_mode", "set_cache_dir", "get_cache_dir", "jax_kernel"]
+           "eager_mode", "set_cache_dir", "get_cache_dir", "wait_for_compiles", "jax_kernel"]
 
 set_cache_dir = _cache.set_cache_dir
 get_cache_dir = _cache.get_cache_dir
+wait_for_compiles = _cache.wait_for_compiles
 
 
 def _drain_autograd_device_thread():

@@ -24,6 +24,13 @@ def get_cache_dir():
     return _C._cache_dir() or None
 
 
+def wait_for_compiles():
+    """Waits until the programs fused mode compiles in the background are in the
+    cache (TORCH_TPU_FUSED_BACKGROUND_COMPILE): later cuts of those graphs then
+    run them instead of running their ops one by one."""
+    _C._wait_for_compiles()
+
+
 def init_from_environment():
     value = config.get(ENV)
     if value is None:

@@ -35,6 +35,9 @@ KNOBS = tuple(Knob(*row) for row in (
     ("TORCH_TPU_FUSED_MERGE_BACKWARD", "0", "c++, once",
      "`1`: fused mode records backward into the forward's graph (lower peak memory, no overlap). "
      "Default `0`."),
+    ("TORCH_TPU_FUSED_BACKGROUND_COMPILE", "", "c++, once",
+     "fused mode: `1`: a graph not in the cache compiles in the background while its ops run one by "
+     "one; `0`: the cut waits for the compile. Default: `1`, but `0` on XLA:CPU."),
     ("TORCH_TPU_CHECK_NAN", "0", "c++, at each op in debug mode",
      "`1`: in debug mode, a NaN or Inf in any floating output raises at that op."),
     ("TORCH_TPU_LOG_OPS", "0", "c++, once",

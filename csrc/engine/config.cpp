@@ -17,6 +17,7 @@ constexpr std::array kTable = {
     Entry{Knob::Fallback, "TORCH_TPU_FALLBACK"},
     Entry{Knob::FusedMaxOps, "TORCH_TPU_FUSED_MAX_OPS"},
     Entry{Knob::FusedMergeBackward, "TORCH_TPU_FUSED_MERGE_BACKWARD"},
+    Entry{Knob::FusedBackgroundCompile, "TORCH_TPU_FUSED_BACKGROUND_COMPILE"},
     Entry{Knob::CheckNan, "TORCH_TPU_CHECK_NAN"},
     Entry{Knob::LogOps, "TORCH_TPU_LOG_OPS"},
     Entry{Knob::DumpPrograms, "TORCH_TPU_DUMP_PROGRAMS"},

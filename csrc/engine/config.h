@@ -13,6 +13,7 @@ enum class Knob : uint8_t {
   Fallback,            // TORCH_TPU_FALLBACK: "error" forbids the CPU fallback
   FusedMaxOps,         // TORCH_TPU_FUSED_MAX_OPS: ops in a pending graph before a cut
   FusedMergeBackward,  // TORCH_TPU_FUSED_MERGE_BACKWARD
+  FusedBackgroundCompile,  // TORCH_TPU_FUSED_BACKGROUND_COMPILE: "0" compiles on the recording thread
   CheckNan,            // TORCH_TPU_CHECK_NAN
   LogOps,              // TORCH_TPU_LOG_OPS
   DumpPrograms,        // TORCH_TPU_DUMP_PROGRAMS: a directory

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/background_compile.h"
 #include "engine/config.h"
 #include "engine/diagnostics.h"
 #include "engine/metrics.h"
@@ -80,6 +81,11 @@ struct PendingGraph {
   std::vector<StorageValue*> bound;
   std::vector<StorageValue*> written;
   std::vector<const char*> ops;
+  // The graph's size before and after each op's own nodes: op_by_op() runs
+  // each op as one program, and each node between ops (a storage's flat view,
+  // a reinterpretation, the outputs' shapes) as one, so that the programs are
+  // the same whichever graph the op was recorded in.
+  std::vector<size_t> op_begins, op_ends;
   std::thread::id recorder;  // the thread that appended the pending ops
   uint64_t runs = 0;  // graphs run so far: a capture is valid while this stays put
 
@@ -135,6 +141,8 @@ struct PendingGraph {
     bound.clear();
     written.clear();
     ops.clear();
+    op_begins.clear();
+    op_ends.clear();
   }
 
   std::string describe() const {
@@ -146,7 +154,63 @@ struct PendingGraph {
   }
 
   std::vector<BufferRef> run(int device, Cut reason, const std::vector<ir::Value>& results);
+  // Runs the graph (outputs added) op by op, each op a program of its own, as
+  // strict mode would; returns the buffers of its outputs.
+  std::vector<BufferRef> op_by_op(int device);
+  // The graph's outputs; queues its compile and runs its ops one by one where
+  // its program is not in the cache.
+  std::vector<BufferRef> execute(int device);
 };
+
+std::vector<BufferRef> PendingGraph::op_by_op(int device) {
+  std::vector<size_t> ends;
+  size_t at = 0;
+  for (size_t op = 0; op <= op_ends.size(); ++op) {
+    size_t begin = op < op_ends.size() ? op_begins[op] : graph.size();
+    for (; at < begin; ++at) ends.push_back(at + 1);
+    if (op < op_ends.size() && op_ends[op] > at) ends.push_back(at = op_ends[op]);
+  }
+  std::vector<ir::GraphPiece> pieces = graph.split(ends);
+  std::vector<BufferRef> values(graph.size());  // each value read across pieces, once computed
+  for (size_t id = 0, position = 0; id < graph.size(); ++id)
+    if (graph.is_parameter(ir::Value{static_cast<int>(id)})) values[id] = arguments[position++];
+  // An intermediate is dropped after the last piece that reads it, so that the
+  // peak memory is strict mode's, not every intermediate of the graph at once.
+  constexpr size_t kKept = static_cast<size_t>(-1);
+  std::vector<size_t> last_reader(graph.size(), 0);
+  for (size_t k = 0; k < pieces.size(); ++k)
+    for (int id : pieces[k].inputs) last_reader[id] = k;
+  for (int id : graph.outputs()) last_reader[id] = kKept;
+  Runtime& runtime = Runtime::get();
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    ir::GraphPiece& piece = pieces[k];
+    if (piece.outputs.empty()) continue;
+    std::vector<BufferRef> args;
+    args.reserve(piece.inputs.size());
+    for (int id : piece.inputs) args.push_back(values[id]);
+    for (int id : piece.inputs)
+      if (last_reader[id] == k) values[id].reset();
+    std::vector<BufferRef> results = runtime.execute(piece.graph, args, device);
+    for (size_t j = 0; j < results.size(); ++j) values[piece.outputs[j]] = std::move(results[j]);
+  }
+  std::vector<BufferRef> outputs;
+  outputs.reserve(graph.num_outputs());
+  for (int id : graph.outputs()) outputs.push_back(values[id]);
+  return outputs;
+}
+
+std::vector<BufferRef> PendingGraph::execute(int device) {
+  Runtime& runtime = Runtime::get();
+  if (!background_compile_enabled()) return runtime.execute(graph, arguments, device);
+  ir::Fingerprint fingerprint = graph.fingerprint();
+  if (auto exe = runtime.find(graph, fingerprint)) return runtime.launch(*exe, graph, arguments, device);
+  // The compiler gets a copy: the ops' launches below overlap the compile.
+  ir::Graph copy = graph;
+  if (!compile_in_background(std::move(copy), fingerprint, describe(), device))
+    return runtime.execute(graph, arguments, device);
+  metrics().add("fused_graphs_run_op_by_op");
+  return op_by_op(device);
+}
 
 std::array<PendingGraph, kMaxDevices> g_pending;
 
@@ -185,7 +249,7 @@ std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vect
   }
   std::vector<BufferRef> outputs;
   try {
-    outputs = Runtime::get().execute(graph, arguments, device);
+    outputs = execute(device);
   } catch (const pjrt::Error& e) {
     std::string what = describe();
     reset();  // storages keep the buffers they had before the failed graph
@@ -205,6 +269,9 @@ std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vect
   m.add("fused_graph_ops", static_cast<double>(num_ops));
   m.record_max("fused_graph_ops_max", static_cast<double>(num_ops));
   m.add(std::string("fused_cut_") + cut_name(reason));
+  // A compile that failed in the background surfaces here, after this graph's
+  // values are safe in their storages.
+  if (auto error = take_background_error(device)) throw std::runtime_error(*error);
   return extra;
 }
 
@@ -262,7 +329,9 @@ std::vector<BufferRef> defer(int device, const char* op, ir::Graph&& graph,
     inputs.push_back(v);
   }
   thread_local std::vector<ir::Value> mapped;
+  p.op_begins.push_back(p.graph.size());
   p.graph.append(std::move(graph), inputs, mapped);
+  p.op_ends.push_back(p.graph.size());
   for (auto [value, v] : written) {
     ir::Value node = mapped[v.id];
     value->pending_node = node.id;

@@ -298,17 +298,42 @@ PJRT_Device* Runtime::device(int index) const {
   return devices[index].device;
 }
 
-std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph, LaunchInfo* info) {
-  ir::Fingerprint fingerprint = graph.fingerprint();
+std::shared_ptr<pjrt::Executable> Runtime::in_memory(const ir::Fingerprint& fingerprint) {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   auto it = cache_.find(fingerprint);
-  if (it != cache_.end()) {
-    metrics().add("cache_hits");
-    return it->second;
-  }
-  auto exe = load_or_compile(graph.key(), graph, info);
-  cache_.emplace(fingerprint, exe);
-  return exe;
+  if (it == cache_.end()) return nullptr;
+  metrics().add("cache_hits");
+  return it->second;
+}
+
+std::shared_ptr<pjrt::Executable> Runtime::remember(const ir::Fingerprint& fingerprint,
+                                                    std::shared_ptr<pjrt::Executable> exe) {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  // Another thread may have compiled the same graph meanwhile: keep one.
+  return cache_.try_emplace(fingerprint, std::move(exe)).first->second;
+}
+
+std::shared_ptr<pjrt::Executable> Runtime::find(const ir::Graph& graph, const ir::Fingerprint& fingerprint) {
+  if (auto exe = in_memory(fingerprint)) return exe;
+  if (cache_dir().empty()) return nullptr;
+  auto exe = load_from_disk(graph.key(), nullptr);
+  return exe ? remember(fingerprint, std::move(exe)) : nullptr;
+}
+
+std::shared_ptr<pjrt::Executable> Runtime::compile_into_cache(const ir::Graph& graph,
+                                                              const ir::Fingerprint& fingerprint) {
+  return remember(fingerprint, compile(graph.key(), graph, nullptr));
+}
+
+// The lock is not held while compiling: a compile in the background must not
+// stop other threads' launches of programs already in the cache.
+std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph, LaunchInfo* info) {
+  ir::Fingerprint fingerprint = graph.fingerprint();
+  if (auto exe = in_memory(fingerprint)) return exe;
+  std::string key = graph.key();
+  auto exe = load_from_disk(key, info);
+  if (!exe) exe = compile(key, graph, info);
+  return remember(fingerprint, std::move(exe));
 }
 
 namespace {
@@ -328,26 +353,28 @@ void dump_program(const std::string& directory, const std::string& key, const st
 }
 }  // namespace
 
-std::shared_ptr<pjrt::Executable> Runtime::load_or_compile(const std::string& key, const ir::Graph& graph,
-                                                           LaunchInfo* info) {
+std::shared_ptr<pjrt::Executable> Runtime::load_from_disk(const std::string& key, LaunchInfo* info) {
   std::string directory = cache_dir();
-  std::optional<DiskCache> disk;
-  if (!directory.empty()) disk.emplace(directory, plugin_identity());
-  if (disk) {
-    auto t0 = std::chrono::steady_clock::now();
-    if (auto bytes = disk->load(key)) {
-      try {
-        std::shared_ptr<pjrt::Executable> exe = client_->deserialize(*bytes);
-        metrics().add("disk_cache_hits");
-        metrics().add("disk_load_seconds", seconds_since(t0));
-        if (info) info->from_disk = true;
-        return exe;
-      } catch (const pjrt::Error& e) {
-        warn("compilation cache entry " + disk->path_for(key) + " cannot be loaded (" + e.what() +
-             "); recompiling and replacing it");
-      }
-    }
+  if (directory.empty()) return nullptr;
+  DiskCache disk(directory, plugin_identity());
+  auto t0 = std::chrono::steady_clock::now();
+  auto bytes = disk.load(key);
+  if (!bytes) return nullptr;
+  try {
+    std::shared_ptr<pjrt::Executable> exe = client_->deserialize(*bytes);
+    metrics().add("disk_cache_hits");
+    metrics().add("disk_load_seconds", seconds_since(t0));
+    if (info) info->from_disk = true;
+    return exe;
+  } catch (const pjrt::Error& e) {
+    warn("compilation cache entry " + disk.path_for(key) + " cannot be loaded (" + e.what() +
+         "); recompiling and replacing it");
+    return nullptr;
   }
+}
+
+std::shared_ptr<pjrt::Executable> Runtime::compile(const std::string& key, const ir::Graph& graph,
+                                                   LaunchInfo* info) {
   auto t0 = std::chrono::steady_clock::now();
   std::string text = graph.to_mlir();
   if (const char* dump = config::text(config::Knob::DumpPrograms)) dump_program(dump, key, text);
@@ -362,9 +389,9 @@ std::shared_ptr<pjrt::Executable> Runtime::load_or_compile(const std::string& ke
   metrics().add("compiles");
   metrics().add("compile_seconds", seconds_since(t0));
   if (info) info->compiled = true;
-  if (disk) {
+  if (std::string directory = cache_dir(); !directory.empty()) {
     try {
-      disk->store(key, exe->serialize());
+      DiskCache(directory, plugin_identity()).store(key, exe->serialize());
     } catch (const pjrt::Error& e) {
       warn(std::string("cannot serialize a compiled program for the disk cache: ") + e.what());
     }

@@ -87,6 +87,11 @@ class Runtime {
   // The two halves of execute(), for programs launched many times (torch.compile):
   // look the executable up once, then launch it with no per-call key.
   std::shared_ptr<pjrt::Executable> prepare(const ir::Graph& graph) { return executable_for(graph, nullptr); }
+  // The executable of `graph` (whose fingerprint is given) if it is in memory
+  // or on disk; nullptr where it would have to be compiled.
+  std::shared_ptr<pjrt::Executable> find(const ir::Graph& graph, const ir::Fingerprint& fingerprint);
+  // Compiles `graph` and keeps it in the cache (memory and disk); any thread.
+  std::shared_ptr<pjrt::Executable> compile_into_cache(const ir::Graph& graph, const ir::Fingerprint& fingerprint);
   std::vector<BufferRef> launch(const pjrt::Executable& exe, const ir::Graph& graph,
                                 const std::vector<BufferRef>& args, int device);
   BufferRef upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device);
@@ -108,8 +113,11 @@ class Runtime {
  private:
   explicit Runtime(std::unique_ptr<pjrt::Client> client);
   std::shared_ptr<pjrt::Executable> executable_for(const ir::Graph& graph, LaunchInfo* info);
-  std::shared_ptr<pjrt::Executable> load_or_compile(const std::string& key, const ir::Graph& graph,
-                                                    LaunchInfo* info);
+  std::shared_ptr<pjrt::Executable> in_memory(const ir::Fingerprint& fingerprint);
+  // Puts `exe` in the cache; returns what the cache holds for `fingerprint` then.
+  std::shared_ptr<pjrt::Executable> remember(const ir::Fingerprint& fingerprint, std::shared_ptr<pjrt::Executable> exe);
+  std::shared_ptr<pjrt::Executable> load_from_disk(const std::string& key, LaunchInfo* info);
+  std::shared_ptr<pjrt::Executable> compile(const std::string& key, const ir::Graph& graph, LaunchInfo* info);
   std::string plugin_identity() const;
   BufferRef track(std::unique_ptr<pjrt::Buffer> buffer, const ir::Type& type, int device);
 

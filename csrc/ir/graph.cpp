@@ -208,6 +208,55 @@ void Graph::append(Graph&& other, std::span<const Value> arguments, std::vector<
   other = Graph();
 }
 
+std::vector<GraphPiece> Graph::split(std::span<const size_t> ends) const {
+  if (ends.empty() || ends.back() != nodes_.size()) throw std::logic_error("ir: split must end at the graph's size");
+  // The piece of each node, and which nodes a later piece or the outputs read.
+  std::vector<uint32_t> piece_of(nodes_.size());
+  for (size_t piece = 0, begin = 0; piece < ends.size(); begin = ends[piece++])
+    for (size_t i = begin; i < ends[piece]; ++i) piece_of[i] = static_cast<uint32_t>(piece);
+  std::vector<uint8_t> exported(nodes_.size(), 0);
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    for (int o : operands(nodes_[i]))
+      if (piece_of[o] != piece_of[i]) exported[o] = 1;
+  for (int o : outputs_) exported[o] = 1;
+
+  std::vector<GraphPiece> pieces(ends.size());
+  std::vector<int> local(nodes_.size(), -1);  // a node's value in its piece's graph (or as a parameter there)
+  for (size_t piece = 0, begin = 0; piece < ends.size(); begin = ends[piece++]) {
+    GraphPiece& p = pieces[piece];
+    p.graph.set_options(options_);
+    auto input = [&](int id) {
+      if (local[id] < 0 || piece_of[id] != piece) {
+        p.inputs.push_back(id);
+        local[id] = p.graph.parameter(nodes_[id].type).id;
+        piece_of[id] = static_cast<uint32_t>(piece);  // later reads in this piece use the parameter
+      }
+      return local[id];
+    };
+    for (size_t i = begin; i < ends[piece]; ++i) {
+      const Node& n = nodes_[i];
+      if (n.op == nullptr) {
+        input(static_cast<int>(i));
+        continue;
+      }
+      Node copy = n;
+      copy.first_operand = static_cast<uint32_t>(p.graph.operand_ids_.size());
+      for (int o : operands(n)) {
+        int id = input(o);
+        p.graph.operand_ids_.push_back(id);
+      }
+      p.graph.nodes_.push_back(std::move(copy));
+      local[i] = static_cast<int>(p.graph.nodes_.size()) - 1;
+    }
+    for (size_t i = begin; i < ends[piece]; ++i)
+      if (exported[i] && nodes_[i].op != nullptr) {
+        p.outputs.push_back(static_cast<int>(i));
+        p.graph.add_output(Value{local[i]});
+      }
+  }
+  return pieces;
+}
+
 std::vector<Value> Graph::add_while(std::vector<Value> init, std::shared_ptr<const LoopRegions> loop) {
   if (init.empty() || loop->cond->num_outputs() != 1 || loop->body->num_outputs() != init.size() ||
       loop->cond->num_parameters() != init.size() || loop->body->num_parameters() != init.size())

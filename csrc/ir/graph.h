@@ -50,6 +50,7 @@ struct Value {
 enum class Combiner : uint8_t { None, Add, Mul, Max, Min, And, Or, Replace, LessThan, GreaterThan };
 
 class Graph;
+struct GraphPiece;
 
 // A 128-bit hash of a graph's structure (what Graph::key() spells out), in two
 // independent 64-bit lanes: the in-memory program cache's key, trusted like
@@ -214,6 +215,14 @@ class Graph {
   void alias_output(int parameter, int output) { aliases_.push_back({parameter, output}); }
   const std::vector<std::pair<int, int>>& aliases() const { return aliases_; }
 
+  // Cuts the graph at `ends` (ascending node counts, the last one size()) into
+  // consecutive pieces, each a graph of its own that computes its nodes from
+  // the values it reads of earlier pieces (and the graph's parameters among
+  // its nodes) and returns those of its values that later pieces or the
+  // graph's outputs read. Run in order, the pieces compute the graph.
+  std::vector<GraphPiece> split(std::span<const size_t> ends) const;
+
+  bool is_parameter(Value v) const { return nodes_[v.id].op == nullptr; }
   const Type& type(Value v) const { return nodes_[v.id].type; }
   // The value that `v` reshapes when `v` is a stablehlo.reshape; otherwise `v`.
   Value reshaped_from(Value v) const;
@@ -259,6 +268,13 @@ class Graph {
   std::vector<std::pair<int, int>> aliases_;  // (parameter position, output index)
   size_t num_parameters_ = 0;
   GraphOptions options_;
+};
+
+// A piece of Graph::split: `graph`'s k-th parameter is the split graph's
+// value inputs[k], and its k-th output the value outputs[k].
+struct GraphPiece {
+  Graph graph;
+  std::vector<int> inputs, outputs;
 };
 
 }  // namespace tpu::ir

@@ -7,6 +7,7 @@
 #include "aten/external.h"
 #include "aten/program.h"
 #include "distributed/host_staged_backend.h"
+#include "engine/background_compile.h"
 #include "engine/config.h"
 #include "engine/metrics.h"
 #include "engine/pending_graph.h"
@@ -161,6 +162,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_cache_dir", &engine::Runtime::set_cache_dir);
   m.def("_cache_dir", &engine::Runtime::cache_dir);
+  m.def("_wait_for_compiles", &engine::drain_background_compiles, py::call_guard<py::gil_scoped_release>());
+  m.def("_inject_background_compile_failure", &engine::inject_background_compile_failure);
   m.def("_set_eager_mode", [](const std::string& mode) {
     engine::EagerMode next;
     if (mode == "strict")
