@@ -1,7 +1,8 @@
 """Accelerate and Hugging Face's Trainer pick tpu with no argument (the
 torch_tpu.integrations.accelerate patch), and a CPU choice still wins; Trainer
 accumulates, clips, evaluates, saves and resumes (float32 and bf16 autocast) as on CPU, and under
-torchrun it is DDP over tpu_dist, matching one process on the combined batch."""
+torchrun or `accelerate launch` it is DDP over tpu_dist, matching one process on the
+combined batch."""
 import os
 import subprocess
 import sys
@@ -110,13 +111,19 @@ def test_trainer_accumulates_clips_evaluates_saves_and_resumes_as_on_cpu(fresh_s
         torch.testing.assert_close(resumed_weights[name], weights[name], **tolerance)
 
 
-def test_torchrun_trainer_is_ddp_over_tpu_dist_and_matches_one_process_on_the_combined_batch(tmp_path):
-    """Under torchrun each rank trained alone as process 0 of 1 before the integration."""
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate launch"])
+def test_launched_trainer_is_ddp_over_tpu_dist_and_matches_one_process_on_the_combined_batch(tmp_path, launcher):
+    """Under torchrun each rank trained alone as process 0 of 1 before the integration;
+    `accelerate launch` started one process. Here `accelerate launch` is given no
+    process count: it starts one per tpu device (two XLA:CPU devices here)."""
     import json
     worker = os.path.join(os.path.dirname(__file__), "trainer_worker.py")
     env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "RANK", "WORLD_SIZE")}
-    runs = {"ddp": [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", worker,
-                    str(tmp_path / "ddp"), "2"],
+    env["HF_HOME"] = str(tmp_path / "hf")  # no accelerate config file of the user's
+    env["TORCH_TPU_CPU_DEVICES"] = "2"
+    launch = {"torchrun": [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"],
+              "accelerate launch": [os.path.join(os.path.dirname(sys.executable), "accelerate"), "launch"]}
+    runs = {"ddp": launch[launcher] + [worker, str(tmp_path / "ddp"), "2"],
             "single": [sys.executable, worker, str(tmp_path / "single"), "4"]}
     for name, cmd in runs.items():
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)

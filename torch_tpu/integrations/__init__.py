@@ -5,7 +5,8 @@ version requirements.txt pins.
 - accelerate (accelerate.py): its default device is tpu where it would fall back
   to the CPU, so `Accelerator()` and Hugging Face's `Trainer` use tpu with no
   argument; `use_cpu=True` and `ACCELERATE_TORCH_DEVICE` still win. Under torchrun
-  it runs DDP over tpu_dist, one rank per tpu device.
+  it runs DDP over tpu_dist, one rank per tpu device; `accelerate launch` starts one
+  process per tpu device by default, and several processes as a multi-device run.
 - safetensors (safetensors.py): `safe_open` and `load_file` take a tpu device
   ("tpu", "tpu:N", torch.device), which its device parser refuses.
 """
@@ -48,6 +49,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 def install():
     from . import accelerate, safetensors
     _register("accelerate.state", accelerate.apply)
+    _register("accelerate.commands.launch", accelerate.apply_launch)
     _register("safetensors", safetensors.apply)
     if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport())

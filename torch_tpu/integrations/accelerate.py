@@ -15,8 +15,17 @@ among them. Two places of accelerate/state.py are taught it:
   accelerator's: DDP, samplers, gathers), and `set_device` places each rank on
   tpu:<local rank>.
 
+And one place of accelerate/commands/launch.py:
+
+- `_validate_launch_command` counts devices with `torch.cuda` (and the other types
+  it knows), so `accelerate launch --num_processes 2 train.py` ran one process,
+  and `accelerate launch train.py` defaulted to `torch.cuda.device_count()`
+  processes. With no config file it now defaults to the tpu devices' count, and
+  more than one process on more than one tpu device is a multi-device launch,
+  as it is for CUDA.
+
 The upstream fix would be a `torch.accelerator.current_accelerator()` branch in
-both, before the CPU one.
+each, before the CPU one (in the launcher: `torch.accelerator.device_count()`).
 """
 import os
 
@@ -68,3 +77,23 @@ def apply(state_module):
         set_device(self)
 
     state.set_device = _set_device
+
+
+def apply_launch(launch_module):
+    validate = launch_module._validate_launch_command
+    if getattr(validate, "_torch_tpu", False):
+        return
+
+    def _validate_launch_command(args):
+        on_tpu = not args.cpu and _tpu_is_the_accelerator()
+        configured = args.config_file is not None or os.path.isfile(launch_module.default_config_file)
+        if on_tpu and args.num_processes is None and not configured:
+            args.num_processes = torch.tpu.device_count()
+        args, defaults, from_config = validate(args)
+        chosen = (args.multi_gpu, args.tpu, args.use_deepspeed, args.use_fsdp, args.use_megatron_lm)
+        if on_tpu and not any(chosen) and args.num_processes > 1 and torch.tpu.device_count() > 1:
+            args.multi_gpu = True
+        return args, defaults, from_config
+
+    _validate_launch_command._torch_tpu = True
+    launch_module._validate_launch_command = _validate_launch_command
