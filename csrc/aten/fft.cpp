@@ -55,68 +55,38 @@ at::Tensor run_fft(const char* name, const at::Tensor& self, c10::IntArrayRef sh
   return result;
 }
 
-at::Tensor c2c(const at::Tensor& self, c10::SymIntArrayRef dim_sym, int64_t normalization, bool forward,
-               const at::Tensor* out) {
-  const char* name = out ? "_fft_c2c.out" : "_fft_c2c";
+at::Tensor c2c(Overload o, const at::Tensor& self, c10::SymIntArrayRef dim_sym, int64_t normalization, bool forward) {
   check_floating("_fft_c2c", self, true);
-  std::vector<int64_t> dims = fft_dims(name, self, C10_AS_INTARRAYREF_SLOW(dim_sym));
+  std::vector<int64_t> dims = fft_dims(o.name, self, C10_AS_INTARRAYREF_SLOW(dim_sym));
   auto norm = norm_of(normalization);
-  return run_fft(name, self, self.sizes(), self.scalar_type(), out, [&](ir::Graph& g, ir::Value x) {
+  return run_fft(o.name, self, self.sizes(), self.scalar_type(), o.out, [&](ir::Graph& g, ir::Value x) {
     return lowering::fft_c2c(g, x, dims, norm, forward);
   });
 }
 
-at::Tensor r2c(const at::Tensor& self, c10::IntArrayRef dim, int64_t normalization, bool onesided,
-               const at::Tensor* out) {
-  const char* name = out ? "_fft_r2c.out" : "_fft_r2c";
+at::Tensor r2c(Overload o, const at::Tensor& self, c10::IntArrayRef dim, int64_t normalization, bool onesided) {
   check_floating("_fft_r2c", self, false);
-  std::vector<int64_t> dims = fft_dims(name, self, dim);
+  std::vector<int64_t> dims = fft_dims(o.name, self, dim);
   auto norm = norm_of(normalization);
   std::vector<int64_t> shape = self.sizes().vec();
   if (onesided) shape[dims.back()] = shape[dims.back()] / 2 + 1;
-  return run_fft(name, self, shape, c10::toComplexType(self.scalar_type()), out, [&](ir::Graph& g, ir::Value x) {
+  return run_fft(o.name, self, shape, c10::toComplexType(self.scalar_type()), o.out, [&](ir::Graph& g, ir::Value x) {
     return lowering::fft_r2c(g, x, dims, norm, onesided);
   });
 }
 
-at::Tensor c2r(const at::Tensor& self, c10::IntArrayRef dim, int64_t normalization, c10::SymInt last_sym,
-               const at::Tensor* out) {
-  const char* name = out ? "_fft_c2r.out" : "_fft_c2r";
+at::Tensor c2r(Overload o, const at::Tensor& self, c10::IntArrayRef dim, int64_t normalization,
+               c10::SymInt last_sym) {
   check_floating("_fft_c2r", self, true);
-  std::vector<int64_t> dims = fft_dims(name, self, dim);
+  std::vector<int64_t> dims = fft_dims(o.name, self, dim);
   int64_t last_dim_size = last_sym.expect_int();
   TORCH_CHECK(last_dim_size >= 1, "Invalid number of data points (", last_dim_size, ") specified");
   auto norm = norm_of(normalization);
   std::vector<int64_t> shape = self.sizes().vec();
   shape[dims.back()] = last_dim_size;
-  return run_fft(name, self, shape, c10::toRealValueType(self.scalar_type()), out, [&](ir::Graph& g, ir::Value x) {
+  return run_fft(o.name, self, shape, c10::toRealValueType(self.scalar_type()), o.out, [&](ir::Graph& g, ir::Value x) {
     return lowering::fft_c2r(g, x, dims, norm, last_dim_size);
   });
-}
-
-at::Tensor fft_c2c(const at::Tensor& self, c10::SymIntArrayRef dim, int64_t normalization, bool forward) {
-  return c2c(self, dim, normalization, forward, nullptr);
-}
-at::Tensor& fft_c2c_out(const at::Tensor& self, c10::SymIntArrayRef dim, int64_t normalization, bool forward,
-                        at::Tensor& out) {
-  c2c(self, dim, normalization, forward, &out);
-  return out;
-}
-at::Tensor fft_r2c(const at::Tensor& self, c10::IntArrayRef dim, int64_t normalization, bool onesided) {
-  return r2c(self, dim, normalization, onesided, nullptr);
-}
-at::Tensor& fft_r2c_out(const at::Tensor& self, c10::IntArrayRef dim, int64_t normalization, bool onesided,
-                        at::Tensor& out) {
-  r2c(self, dim, normalization, onesided, &out);
-  return out;
-}
-at::Tensor fft_c2r(const at::Tensor& self, c10::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size) {
-  return c2r(self, dim, normalization, last_dim_size, nullptr);
-}
-at::Tensor& fft_c2r_out(const at::Tensor& self, c10::IntArrayRef dim, int64_t normalization,
-                        c10::SymInt last_dim_size, at::Tensor& out) {
-  c2r(self, dim, normalization, last_dim_size, &out);
-  return out;
 }
 
 // The gradient of x.unfold(dim, size, step) (stft frames its signal with
@@ -170,12 +140,12 @@ at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_fft_c2c", fft_c2c);
-  m.impl("_fft_c2c.out", fft_c2c_out);
-  m.impl("_fft_r2c", fft_r2c);
-  m.impl("_fft_r2c.out", fft_r2c_out);
-  m.impl("_fft_c2r", fft_c2r);
-  m.impl("_fft_c2r.out", fft_c2r_out);
+  m.impl("_fft_c2c", functional_overload<c2c, "_fft_c2c">);
+  m.impl("_fft_c2c.out", out_overload<c2c, "_fft_c2c.out">);
+  m.impl("_fft_r2c", functional_overload<r2c, "_fft_r2c">);
+  m.impl("_fft_r2c.out", out_overload<r2c, "_fft_r2c.out">);
+  m.impl("_fft_c2r", functional_overload<c2r, "_fft_c2r">);
+  m.impl("_fft_c2r.out", out_overload<c2r, "_fft_c2r.out">);
   m.impl("unfold_backward", unfold_backward);
 }
 

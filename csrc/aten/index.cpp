@@ -278,19 +278,18 @@ std::tuple<ir::Combiner, bool, c10::Scalar> reduction_of(c10::string_view reduce
 }
 
 // torch.scatter_reduce: sum, prod, mean, amax, amin, with or without self.
-at::Tensor scatter_reduce_two_op(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                                 const at::Tensor& src, c10::string_view reduce, bool include_self, at::Tensor* out,
-                                 bool inplace) {
+at::Tensor scatter_reduce_two_op(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                 const at::Tensor& src, c10::string_view reduce, bool include_self) {
   at::scatter_reduce(meta(self), dim, meta(index), meta(src), reduce, include_self);  // ATen's checks
   c10::ScalarType type = self.scalar_type();
   auto [combiner, mean, identity] = reduction_of(reduce, type);
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
-  check_dim_index(name, self, d, index, ErrorType::Runtime);
+  check_dim_index(o.name, self, d, index, ErrorType::Runtime);
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = prepare_output(name, out, self.sizes(), type, self.device(), inplace);
+  at::Tensor output = prepare_output(o.name, o.out, self.sizes(), type, self.device(), o.inplace);
   if (output.numel() == 0) return output;
-  Program p(name, self.device());
+  Program p(o.name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = p.read(self);
   if (index.numel() > 0) {
@@ -302,26 +301,12 @@ at::Tensor scatter_reduce_two_op(const char* name, const at::Tensor& self, int64
   return output;
 }
 
-at::Tensor scatter_reduce_two(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
-                              c10::string_view reduce, bool include_self) {
-  return scatter_reduce_two_op("scatter_reduce", self, dim, index, src, reduce, include_self, nullptr, false);
-}
-at::Tensor& scatter_reduce_two_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
-                                c10::string_view reduce, bool include_self) {
-  scatter_reduce_two_op("scatter_reduce_", self, dim, index, src, reduce, include_self, &self, true);
-  return self;
-}
-at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
-                                   c10::string_view reduce, bool include_self, at::Tensor& out) {
-  scatter_reduce_two_op("scatter_reduce.two_out", self, dim, index, src, reduce, include_self, &out, false);
-  return out;
-}
 
 // ------------------------------------------------------------ index_add / index_copy
 
 // index_add (alpha scales source) or index_copy (alpha unused).
-at::Tensor index_combine_op(const char* name, bool add, const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                            const at::Tensor& source, const c10::Scalar& alpha, at::Tensor* out, bool inplace) {
+at::Tensor index_combine_op(Overload o, bool add, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            const at::Tensor& source, const c10::Scalar& alpha) {
   if (add)
     at::index_add(meta(self), dim, meta(index), meta(source), alpha);
   else
@@ -329,13 +314,13 @@ at::Tensor index_combine_op(const char* name, bool add, const at::Tensor& self, 
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
   if (add)
-    check_dim_index(name, self, d, index, ErrorType::Runtime);
+    check_dim_index(o.name, self, d, index, ErrorType::Runtime);
   else
-    check_dim_index(name, self, d, index, ErrorType::Index, "index_copy_(): ");
+    check_dim_index(o.name, self, d, index, ErrorType::Index, "index_copy_(): ");
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), inplace);
+  at::Tensor output = prepare_output(o.name, o.out, self.sizes(), self.scalar_type(), self.device(), o.inplace);
   if (output.numel() == 0) return output;
-  Program p(name, self.device());
+  Program p(o.name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = p.read(self);
   if (index.numel() > 0) {
@@ -355,31 +340,13 @@ at::Tensor index_combine_op(const char* name, bool add, const at::Tensor& self, 
   return output;
 }
 
-at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
-                     const c10::Scalar& alpha) {
-  return index_combine_op("index_add", true, self, dim, index, source, alpha, nullptr, false);
+at::Tensor index_add_op(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                        const at::Tensor& source, const c10::Scalar& alpha) {
+  return index_combine_op(o, true, self, dim, index, source, alpha);
 }
-at::Tensor& index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
-                       const c10::Scalar& alpha) {
-  index_combine_op("index_add_", true, self, dim, index, source, alpha, &self, true);
-  return self;
-}
-at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
-                          const c10::Scalar& alpha, at::Tensor& out) {
-  index_combine_op("index_add.out", true, self, dim, index, source, alpha, &out, false);
-  return out;
-}
-at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
-  return index_combine_op("index_copy", false, self, dim, index, source, 1, nullptr, false);
-}
-at::Tensor& index_copy_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
-  index_combine_op("index_copy_", false, self, dim, index, source, 1, &self, true);
-  return self;
-}
-at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
-                           at::Tensor& out) {
-  index_combine_op("index_copy.out", false, self, dim, index, source, 1, &out, false);
-  return out;
+at::Tensor index_copy_op(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                         const at::Tensor& source) {
+  return index_combine_op(o, false, self, dim, index, source, 1);
 }
 
 // ------------------------------------------------------------ nonzero / masked_select
@@ -763,19 +730,18 @@ at::Tensor& index_fill_tensor(at::Tensor& self, int64_t dim, const at::Tensor& i
 }
 
 // index_reduce is scatter_reduce with the index spread over source's shape.
-at::Tensor index_reduce_op(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                           const at::Tensor& source, c10::string_view reduce, bool include_self, at::Tensor* out,
-                           bool inplace) {
+at::Tensor index_reduce_op(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           const at::Tensor& source, c10::string_view reduce, bool include_self) {
   at::index_reduce(meta(self), dim, meta(index), meta(source), reduce, include_self);  // ATen's checks
   c10::ScalarType type = self.scalar_type();
   auto [combiner, mean, identity] = reduction_of(reduce, type);
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
-  check_index_values(name, index, {dim_size(self, d)}, ErrorType::Index, index_out_of_range_in_self);
+  check_index_values(o.name, index, {dim_size(self, d)}, ErrorType::Index, index_out_of_range_in_self);
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = prepare_output(name, out, self.sizes(), type, self.device(), inplace);
+  at::Tensor output = prepare_output(o.name, o.out, self.sizes(), type, self.device(), o.inplace);
   if (output.numel() == 0) return output;
-  Program p(name, self.device());
+  Program p(o.name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = p.read(self);
   if (index.numel() > 0) {
@@ -792,20 +758,6 @@ at::Tensor index_reduce_op(const char* name, const at::Tensor& self, int64_t dim
   p.write(output, x);
   p.run();
   return output;
-}
-at::Tensor index_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
-                        c10::string_view reduce, bool include_self) {
-  return index_reduce_op("index_reduce", self, dim, index, source, reduce, include_self, nullptr, false);
-}
-at::Tensor& index_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
-                          c10::string_view reduce, bool include_self) {
-  index_reduce_op("index_reduce_", self, dim, index, source, reduce, include_self, &self, true);
-  return self;
-}
-at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
-                             c10::string_view reduce, bool include_self, at::Tensor& out) {
-  index_reduce_op("index_reduce.out", self, dim, index, source, reduce, include_self, &out, false);
-  return out;
 }
 
 // ------------------------------------------------------------ repeat_interleave / nonzero_static
@@ -892,15 +844,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_add", scatter_add);
   m.impl("scatter_add_", scatter_add_);
   m.impl("scatter_add.out", scatter_add_out);
-  m.impl("scatter_reduce.two", scatter_reduce_two);
-  m.impl("scatter_reduce_.two", scatter_reduce_two_);
-  m.impl("scatter_reduce.two_out", scatter_reduce_two_out);
-  m.impl("index_add", index_add);
-  m.impl("index_add_", index_add_);
-  m.impl("index_add.out", index_add_out);
-  m.impl("index_copy", index_copy);
-  m.impl("index_copy_", index_copy_);
-  m.impl("index_copy.out", index_copy_out);
+  m.impl("scatter_reduce.two", functional_overload<scatter_reduce_two_op, "scatter_reduce">);
+  m.impl("scatter_reduce_.two", inplace_overload<scatter_reduce_two_op, "scatter_reduce_">);
+  m.impl("scatter_reduce.two_out", out_overload<scatter_reduce_two_op, "scatter_reduce.two_out">);
+  m.impl("index_add", functional_overload<index_add_op, "index_add">);
+  m.impl("index_add_", inplace_overload<index_add_op, "index_add_">);
+  m.impl("index_add.out", out_overload<index_add_op, "index_add.out">);
+  m.impl("index_copy", functional_overload<index_copy_op, "index_copy">);
+  m.impl("index_copy_", inplace_overload<index_copy_op, "index_copy_">);
+  m.impl("index_copy.out", out_overload<index_copy_op, "index_copy.out">);
   m.impl("nonzero", nonzero);
   m.impl("nonzero.out", nonzero_out);
   m.impl("masked_select", masked_select);
@@ -915,9 +867,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("put_", put_);
   m.impl("index_fill_.int_Scalar", index_fill_scalar);
   m.impl("index_fill_.int_Tensor", index_fill_tensor);
-  m.impl("index_reduce", index_reduce);
-  m.impl("index_reduce_", index_reduce_);
-  m.impl("index_reduce.out", index_reduce_out);
+  m.impl("index_reduce", functional_overload<index_reduce_op, "index_reduce">);
+  m.impl("index_reduce_", inplace_overload<index_reduce_op, "index_reduce_">);
+  m.impl("index_reduce.out", out_overload<index_reduce_op, "index_reduce.out">);
   m.impl("repeat_interleave.Tensor", repeat_interleave);
   m.impl("nonzero_static", nonzero_static);
   m.impl("nonzero_static.out", nonzero_static_out);

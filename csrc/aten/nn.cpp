@@ -41,69 +41,38 @@ at::Tensor output_for(const char* name, at::Tensor* out, const at::Tensor& like,
 
 // ------------------------------------------------------------ softmax
 
-at::Tensor softmax_op(const char* name, bool log, const at::Tensor& self, int64_t dim, bool half_to_float,
-                      at::Tensor* out) {
+// _softmax (kLog false) and _log_softmax (true).
+template <bool kLog>
+at::Tensor softmax_op(Overload o, const at::Tensor& self, int64_t dim, bool half_to_float) {
   int64_t d = lowering::wrap_dim(dim, self.dim());
   c10::ScalarType t = self.scalar_type();
   TORCH_CHECK(!half_to_float || t == c10::kHalf || t == c10::kBFloat16,
-              "conversion of ", t, " to float is not supported by ", name);
+              "conversion of ", t, " to float is not supported by ", o.name);
   c10::ScalarType result = half_to_float ? c10::kFloat : t;
-  TORCH_CHECK(c10::isFloatingType(result), name, " not implemented for '", t, "'");
+  TORCH_CHECK(c10::isFloatingType(result), o.name, " not implemented for '", t, "'");
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = output_for(name, out, self, self.sizes(), result);
-  Program p(name, self.device());
+  at::Tensor output = output_for(o.name, o.out, self, self.sizes(), result);
+  Program p(o.name, self.device());
   ir::Value x = p.read(self);
-  p.write(output, log ? lowering::log_softmax(p.graph(), x, d, ir_of(result))
-                      : lowering::softmax(p.graph(), x, d, ir_of(result)));
+  p.write(output, kLog ? lowering::log_softmax(p.graph(), x, d, ir_of(result))
+                       : lowering::softmax(p.graph(), x, d, ir_of(result)));
   p.run();
   return output;
 }
-at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
-  return softmax_op("_softmax", false, self, dim, half_to_float, nullptr);
-}
-at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
-  softmax_op("_softmax.out", false, self, dim, half_to_float, &out);
-  return out;
-}
-at::Tensor log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
-  return softmax_op("_log_softmax", true, self, dim, half_to_float, nullptr);
-}
-at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
-  softmax_op("_log_softmax.out", true, self, dim, half_to_float, &out);
-  return out;
-}
-
-at::Tensor softmax_backward_op(const char* name, bool log, const at::Tensor& grad, const at::Tensor& output,
-                               int64_t dim, c10::ScalarType input_dtype, at::Tensor* out) {
+template <bool kLog>
+at::Tensor softmax_backward_op(Overload o, const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                               c10::ScalarType input_dtype) {
   int64_t d = lowering::wrap_dim(dim, output.dim());
-  TORCH_CHECK(grad.sizes().equals(output.sizes()), name, ": grad_output with shape ", grad.sizes(),
+  TORCH_CHECK(grad.sizes().equals(output.sizes()), o.name, ": grad_output with shape ", grad.sizes(),
               " doesn't match output shape ", output.sizes());
   c10::DeviceGuard guard(output.device());
-  at::Tensor result = output_for(name, out, output, output.sizes(), input_dtype);
-  Program p(name, output.device());
+  at::Tensor result = output_for(o.name, o.out, output, output.sizes(), input_dtype);
+  Program p(o.name, output.device());
   ir::Value gv = p.read(grad), ov = p.read(output);
-  p.write(result, log ? lowering::log_softmax_backward(p.graph(), gv, ov, d, ir_of(input_dtype))
-                      : lowering::softmax_backward(p.graph(), gv, ov, d, ir_of(input_dtype)));
+  p.write(result, kLog ? lowering::log_softmax_backward(p.graph(), gv, ov, d, ir_of(input_dtype))
+                       : lowering::softmax_backward(p.graph(), gv, ov, d, ir_of(input_dtype)));
   p.run();
   return result;
-}
-at::Tensor softmax_backward(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
-                            c10::ScalarType input_dtype) {
-  return softmax_backward_op("_softmax_backward_data", false, grad, output, dim, input_dtype, nullptr);
-}
-at::Tensor& softmax_backward_out(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
-                                 c10::ScalarType input_dtype, at::Tensor& out) {
-  softmax_backward_op("_softmax_backward_data.out", false, grad, output, dim, input_dtype, &out);
-  return out;
-}
-at::Tensor log_softmax_backward(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
-                                c10::ScalarType input_dtype) {
-  return softmax_backward_op("_log_softmax_backward_data", true, grad, output, dim, input_dtype, nullptr);
-}
-at::Tensor& log_softmax_backward_out(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
-                                     c10::ScalarType input_dtype, at::Tensor& out) {
-  softmax_backward_op("_log_softmax_backward_data.out", true, grad, output, dim, input_dtype, &out);
-  return out;
 }
 
 // ------------------------------------------------------------ layer norm
@@ -698,27 +667,14 @@ at::Tensor& softshrink_backward_out(const at::Tensor& grad, const at::Tensor& se
 }
 
 // threshold compares and substitutes in self's own dtype (ATen casts both Scalars to it).
-at::Tensor threshold_op(const at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value, at::Tensor* out,
-                        bool inplace) {
+at::Tensor threshold_op(Overload o, const at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value) {
   c10::ScalarType t = self.scalar_type();
   TORCH_CHECK(t != c10::kBool, "\"threshold_cpu\" not implemented for 'Bool'");
-  std::string name = variant_name("threshold", out, inplace);
-  return elementwise(name.c_str(), {self, scalar_operand(th), scalar_operand(value)}, t, t,
+  return elementwise(o.name, {self, scalar_operand(th), scalar_operand(value)}, t, t,
                      [](ir::Graph& g, const std::vector<ir::Value>& v) {
                        return lowering::threshold(g, v[0], v[1], v[2]);
                      },
-                     out, inplace);
-}
-at::Tensor threshold(const at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value) {
-  return threshold_op(self, th, value, nullptr, false);
-}
-at::Tensor& threshold_inplace(at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value) {
-  threshold_op(self, th, value, &self, true);
-  return self;
-}
-at::Tensor& threshold_out(const at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value, at::Tensor& out) {
-  threshold_op(self, th, value, &out, false);
-  return out;
+                     o.out, o.inplace);
 }
 at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& th,
                                    at::Tensor& grad_input) {
@@ -797,48 +753,35 @@ int64_t glu_dim(const at::Tensor& self, int64_t dim) {
               self.size(d));
   return d;
 }
-at::Tensor glu_op(const char* name, const at::Tensor& self, int64_t dim, at::Tensor* out) {
+at::Tensor glu_op(Overload o, const at::Tensor& self, int64_t dim) {
   check_floating("glu_cpu", self);
   int64_t d = glu_dim(self, dim);
   c10::DimVector shape(self.sizes().begin(), self.sizes().end());
   shape[d] /= 2;
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = output_for(name, out, self, shape, self.scalar_type());
+  at::Tensor output = output_for(o.name, o.out, self, shape, self.scalar_type());
   if (output.numel() == 0) return output;
-  Program p(name, self.device());
+  Program p(o.name, self.device());
   ir::Graph& g = p.graph();
   ir::Value x = p.read_as(self, lowering::opmath_type(self.scalar_type()));
   p.write(output, lowering::glu(g, x, d));
   p.run();
   return output;
 }
-at::Tensor glu(const at::Tensor& self, int64_t dim) { return glu_op("glu", self, dim, nullptr); }
-at::Tensor& glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
-  glu_op("glu.out", self, dim, &out);
-  return out;
-}
-at::Tensor glu_backward_op(const char* name, const at::Tensor& grad, const at::Tensor& self, int64_t dim,
-                           at::Tensor* out) {
+at::Tensor glu_backward_op(Overload o, const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
   int64_t d = glu_dim(self, dim);
   c10::DimVector half(self.sizes().begin(), self.sizes().end());
   half[d] /= 2;
-  TORCH_CHECK(grad.sizes().equals(half), name, ": grad_output of shape ", grad.sizes(), " for an output of shape ",
+  TORCH_CHECK(grad.sizes().equals(half), o.name, ": grad_output of shape ", grad.sizes(), " for an output of shape ",
               c10::IntArrayRef(half));
   c10::DeviceGuard guard(self.device());
-  at::Tensor gi = output_for(name, out, self, self.sizes(), self.scalar_type());
+  at::Tensor gi = output_for(o.name, o.out, self, self.sizes(), self.scalar_type());
   if (gi.numel() == 0) return gi;
-  Program p(name, self.device());
+  Program p(o.name, self.device());
   c10::ScalarType compute = lowering::opmath_type(self.scalar_type());
   p.write(gi, lowering::glu_backward(p.graph(), p.read_as(grad, compute), p.read_as(self, compute), d));
   p.run();
   return gi;
-}
-at::Tensor glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
-  return glu_backward_op("glu_backward", grad, self, dim, nullptr);
-}
-at::Tensor& glu_backward_out(const at::Tensor& grad, const at::Tensor& self, int64_t dim, at::Tensor& grad_input) {
-  glu_backward_op("glu_backward.grad_input", grad, self, dim, &grad_input);
-  return grad_input;
 }
 
 // rrelu with its noise tensor: in training, negative inputs get a random
@@ -1406,14 +1349,15 @@ at::Tensor ctc_loss_backward_tensor(const at::Tensor& grad, const at::Tensor& lo
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_softmax", softmax);
-  m.impl("_softmax.out", softmax_out);
-  m.impl("_log_softmax", log_softmax);
-  m.impl("_log_softmax.out", log_softmax_out);
-  m.impl("_softmax_backward_data", softmax_backward);
-  m.impl("_softmax_backward_data.out", softmax_backward_out);
-  m.impl("_log_softmax_backward_data", log_softmax_backward);
-  m.impl("_log_softmax_backward_data.out", log_softmax_backward_out);
+  m.impl("_softmax", functional_overload<softmax_op<false>, "_softmax">);
+  m.impl("_softmax.out", out_overload<softmax_op<false>, "_softmax.out">);
+  m.impl("_log_softmax", functional_overload<softmax_op<true>, "_log_softmax">);
+  m.impl("_log_softmax.out", out_overload<softmax_op<true>, "_log_softmax.out">);
+  m.impl("_softmax_backward_data", functional_overload<softmax_backward_op<false>, "_softmax_backward_data">);
+  m.impl("_softmax_backward_data.out", out_overload<softmax_backward_op<false>, "_softmax_backward_data.out">);
+  m.impl("_log_softmax_backward_data", functional_overload<softmax_backward_op<true>, "_log_softmax_backward_data">);
+  m.impl("_log_softmax_backward_data.out",
+         out_overload<softmax_backward_op<true>, "_log_softmax_backward_data.out">);
   m.impl("native_layer_norm", layer_norm);
   m.impl("native_layer_norm_backward", layer_norm_backward);
   m.impl("native_group_norm_backward", group_norm_backward);
@@ -1451,9 +1395,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("softshrink.out", softshrink_out);
   m.impl("softshrink_backward", softshrink_backward);
   m.impl("softshrink_backward.grad_input", softshrink_backward_out);
-  m.impl("threshold", threshold);
-  m.impl("threshold_", threshold_inplace);
-  m.impl("threshold.out", threshold_out);
+  m.impl("threshold", functional_overload<threshold_op, "threshold">);
+  m.impl("threshold_", inplace_overload<threshold_op, "threshold_">);
+  m.impl("threshold.out", out_overload<threshold_op, "threshold.out">);
   m.impl("threshold_backward.grad_input", threshold_backward_out);
   m.impl("log_sigmoid_forward", log_sigmoid_forward);
   m.impl("log_sigmoid_forward.output", log_sigmoid_forward_out);
@@ -1461,10 +1405,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("log_sigmoid_backward.grad_input", log_sigmoid_backward_out);
   m.impl("_prelu_kernel", prelu_kernel);
   m.impl("_prelu_kernel_backward", prelu_kernel_backward);
-  m.impl("glu", glu);
-  m.impl("glu.out", glu_out);
-  m.impl("glu_backward", glu_backward);
-  m.impl("glu_backward.grad_input", glu_backward_out);
+  m.impl("glu", functional_overload<glu_op, "glu">);
+  m.impl("glu.out", out_overload<glu_op, "glu.out">);
+  m.impl("glu_backward", functional_overload<glu_backward_op, "glu_backward">);
+  m.impl("glu_backward.grad_input", out_overload<glu_backward_op, "glu_backward.grad_input">);
   m.impl("rrelu_with_noise", rrelu_with_noise);
   m.impl("rrelu_with_noise_", rrelu_with_noise_inplace);
   m.impl("rrelu_with_noise.out", rrelu_with_noise_out);

@@ -6,6 +6,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -62,6 +64,55 @@ class TensorRefs {
 };
 
 ir::Shape to_shape(c10::IntArrayRef sizes);
+
+// Which overload of an op is running: ATen's name for it (in errors and as the
+// program's name) and, for out= and in-place, the tensor the result goes to.
+struct Overload {
+  const char* name;
+  at::Tensor* out = nullptr;
+  bool inplace = false;
+};
+
+// An op name as a template argument (C++20 class-type parameter): the
+// overload templates below bake each overload's name in at compile time.
+template <size_t N>
+struct OpName {
+  constexpr OpName(const char (&name)[N]) { std::copy_n(name, N, chars); }  // NOLINT: implicit, for literals
+  char chars[N];
+};
+
+namespace detail {
+template <auto kKernel, OpName kName, typename Kernel = decltype(kKernel)>
+struct Overloads;
+template <auto kKernel, OpName kName, typename... Args>
+struct Overloads<kKernel, kName, at::Tensor (*)(Overload, Args...)> {
+  static at::Tensor functional(Args... args) { return kKernel({kName.chars}, args...); }
+  static at::Tensor& out(Args... args, at::Tensor& out) {
+    kKernel({kName.chars, &out}, args...);
+    return out;
+  }
+};
+template <auto kKernel, OpName kName, typename Kernel = decltype(kKernel)>
+struct InplaceOverload;
+template <auto kKernel, OpName kName, typename... Rest>
+struct InplaceOverload<kKernel, kName, at::Tensor (*)(Overload, const at::Tensor&, Rest...)> {
+  static at::Tensor& call(at::Tensor& self, Rest... rest) {
+    kKernel({kName.chars, &self, true}, self, rest...);
+    return self;
+  }
+};
+}  // namespace detail
+
+// ATen's functional, out= and in-place overloads of one op, made from one
+// kernel `at::Tensor kernel(Overload, Args...)` whose Args are the functional
+// overload's: out= takes Args and then `out`, in-place writes its first
+// argument (self). kName is the overload's name as the kernel reports it.
+template <auto kKernel, OpName kName>
+constexpr auto functional_overload = detail::Overloads<kKernel, kName>::functional;
+template <auto kKernel, OpName kName>
+constexpr auto out_overload = detail::Overloads<kKernel, kName>::out;
+template <auto kKernel, OpName kName>
+constexpr auto inplace_overload = detail::InplaceOverload<kKernel, kName>::call;
 
 // The result tensor of an op: `out` (in-place: shape must match; out=: resized
 // as ATen does) or a fresh tensor of `shape` and `dtype` on `device`.

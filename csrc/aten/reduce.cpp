@@ -462,40 +462,20 @@ at::Tensor& norm_dtype_all_out(const at::Tensor& self, const std::optional<c10::
 
 // ------------------------------------------------------------ cumulative
 
-at::Tensor cumulative_op(const char* name, ir::Combiner combiner, const at::Tensor& self, int64_t dim,
-                         std::optional<c10::ScalarType> dtype, at::Tensor* out, bool inplace) {
+// cumsum (kCombiner Add) and cumprod (Mul).
+template <ir::Combiner kCombiner>
+at::Tensor cumulative_op(Overload o, const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
   int64_t d = lowering::wrap_dim(dim, self.dim());
-  c10::ScalarType result = dtype.value_or(inplace || out ? (out ? out->scalar_type() : self.scalar_type())
-                                                         : integral(self.scalar_type()) ? c10::kLong
-                                                                                        : self.scalar_type());
+  // Without dtype: out='s or self's (in-place) dtype; a new result widens integers to int64.
+  c10::ScalarType result = dtype.value_or(o.out                          ? o.out->scalar_type()
+                                          : integral(self.scalar_type()) ? c10::kLong
+                                                                         : self.scalar_type());
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = prepare_output(name, out, self.sizes(), result, self.device(), inplace);
-  Program p(name, self.device());
-  p.write(output, lowering::cumulative(p.graph(), p.read(self), d, combiner, ir_of(result)));
+  at::Tensor output = prepare_output(o.name, o.out, self.sizes(), result, self.device(), o.inplace);
+  Program p(o.name, self.device());
+  p.write(output, lowering::cumulative(p.graph(), p.read(self), d, kCombiner, ir_of(result)));
   p.run();
   return output;
-}
-at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
-  return cumulative_op("cumsum", ir::Combiner::Add, self, dim, dtype, nullptr, false);
-}
-at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype, at::Tensor& out) {
-  cumulative_op("cumsum.out", ir::Combiner::Add, self, dim, dtype, &out, false);
-  return out;
-}
-at::Tensor& cumsum_inplace(at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
-  cumulative_op("cumsum_", ir::Combiner::Add, self, dim, dtype, &self, true);
-  return self;
-}
-at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
-  return cumulative_op("cumprod", ir::Combiner::Mul, self, dim, dtype, nullptr, false);
-}
-at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype, at::Tensor& out) {
-  cumulative_op("cumprod.out", ir::Combiner::Mul, self, dim, dtype, &out, false);
-  return out;
-}
-at::Tensor& cumprod_inplace(at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
-  cumulative_op("cumprod_", ir::Combiner::Mul, self, dim, dtype, &self, true);
-  return self;
 }
 
 
@@ -666,12 +646,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("norm.dtype_out", norm_dtype_out);
   m.impl("norm.ScalarOpt_dtype", norm_dtype);
   m.impl("norm.ScalarOpt_dtype_out", norm_dtype_all_out);
-  m.impl("cumsum", cumsum);
-  m.impl("cumsum.out", cumsum_out);
-  m.impl("cumsum_", cumsum_inplace);
-  m.impl("cumprod", cumprod);
-  m.impl("cumprod.out", cumprod_out);
-  m.impl("cumprod_", cumprod_inplace);
+  m.impl("cumsum", functional_overload<cumulative_op<ir::Combiner::Add>, "cumsum">);
+  m.impl("cumsum.out", out_overload<cumulative_op<ir::Combiner::Add>, "cumsum.out">);
+  m.impl("cumsum_", inplace_overload<cumulative_op<ir::Combiner::Add>, "cumsum_">);
+  m.impl("cumprod", functional_overload<cumulative_op<ir::Combiner::Mul>, "cumprod">);
+  m.impl("cumprod.out", out_overload<cumulative_op<ir::Combiner::Mul>, "cumprod.out">);
+  m.impl("cumprod_", inplace_overload<cumulative_op<ir::Combiner::Mul>, "cumprod_">);
   m.impl("nansum", nansum);
   m.impl("nansum.out", nansum_out);
   m.impl("count_nonzero.dim_IntList", count_nonzero_dims);
