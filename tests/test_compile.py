@@ -26,6 +26,31 @@ def test_backends_are_registered():
     assert torch._dynamo.lookup_backend("openxla") is _compile.tpu_backend  # torch_xla is not installed
 
 
+def test_the_default_backend_compiles_a_graph_on_tpu_with_the_tpu_backend():
+    """torch.compile(model) as written for CUDA: inductor's own "tpu" device is a Pallas
+    generator for another project (it raised ModuleNotFoundError: torch_tpu._internal)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    tpu_model = copy.deepcopy(model).to("tpu")
+    x = torch.randn(3, 8)
+    before = _compile.stats()
+    out = torch.compile(tpu_model)(x.to("tpu"))
+    out.sum().backward()
+    made = lambda: torch.ones(2, 3, device="tpu") * 2  # no input: the tensor it makes is on tpu
+    torch.testing.assert_close(torch.compile(made)().cpu(), torch.full((2, 3), 2.0))
+    after = _compile.stats()
+    assert after["default_backend_graphs"] - before["default_backend_graphs"] == 2
+    assert after["compiled_graphs"] > before["compiled_graphs"]
+    expected = model(x)
+    expected.sum().backward()
+    torch.testing.assert_close(out.cpu(), expected)
+    for p, q in zip(tpu_model.parameters(), model.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad)
+    # A graph on the CPU still goes to inductor.
+    torch.testing.assert_close(torch.compile(model)(x), expected)
+    assert _compile.stats()["default_backend_graphs"] == after["default_backend_graphs"]
+
+
 _WITHOUT_ENTRY_POINTS = """
 import importlib.metadata, sys
 real = importlib.metadata.entry_points

@@ -41,6 +41,7 @@ class _LazyBuckets:
 _buckets = _LazyBuckets()
 
 _stats = {"compiled_graphs": 0, "captures": 0, "replays": 0, "compile_eager_graphs": 0,
+          "default_backend_graphs": 0,  # torch.compile's default backend, given a graph on tpu
           # dynamic shapes (see _buckets.py): calls run padded to a bucket, calls that had
           # symbolic sizes but ran with exact shapes, and why (graphs counted once per reason)
           "padded_calls": 0, "exact_dynamic_calls": 0, "unpadded_graphs": {}}
@@ -799,8 +800,44 @@ def _run_registration(name):
     _REGISTRATIONS[name](registry)
 
 
+def _graph_on_tpu(gm, example_inputs):
+    """Whether a Dynamo graph computes on tpu: an input, or a value it makes, is a tpu tensor."""
+    if any(_is_tpu(t) for t in example_inputs):
+        return True
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if _is_tpu(value) or (isinstance(value, (tuple, list)) and any(_is_tpu(v) for v in value)):
+            return True
+    return False
+
+
+def _route_default_backend_on_tpu():
+    """torch.compile's default backend (inductor) compiles a graph on tpu with tpu_backend.
+
+    PyTorch's inductor knows a "tpu" device of its own: a Pallas code generator that
+    imports another project's module (`torch_tpu._internal.pallas`), so code written for
+    CUDA, `torch.compile(model)` with no backend, failed on tpu tensors with
+    ModuleNotFoundError. Graphs on other devices still go to inductor; inductor's modes
+    and options do not apply to a tpu graph."""
+    wrapper = torch._TorchCompileInductorWrapper
+    inductor_call = wrapper.__call__
+    if getattr(inductor_call, "_torch_tpu", False):
+        return
+
+    def __call__(self, model_, inputs_, *, config_patches=None):
+        if _graph_on_tpu(model_, inputs_):
+            _stats["default_backend_graphs"] += 1
+            return tpu_backend(model_, inputs_)
+        return inductor_call(self, model_, inputs_, config_patches=config_patches)
+
+    __call__._torch_tpu = True
+    wrapper.__call__ = __call__
+
+
 def install_backends():
-    """Registers backend="tpu" (and "openxla") with dynamo: now if dynamo is imported, else when it is."""
+    """Registers backend="tpu" (and "openxla") with dynamo: now if dynamo is imported, else when it is;
+    and routes the default backend's graphs on tpu to backend="tpu"."""
+    _route_default_backend_on_tpu()
     for name in _REGISTRATIONS:
         if name in sys.modules:
             _run_registration(name)
