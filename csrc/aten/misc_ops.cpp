@@ -116,6 +116,25 @@ ir::Value read_batched(Program& p, const at::Tensor& t, const CdistShapes& s, in
 }
 ir::DType compute_dtype(const at::Tensor& t) { return lowering::to_ir(lowering::opmath_type(t.scalar_type())); }
 
+// A cdist result, [batch..., x1's rows, cols], into `out` or a new tensor:
+// `build` gives its [b, rows, cols] value in the compute dtype (not called
+// when the result is empty).
+template <typename Build>
+at::Tensor run_cdist(const char* name, const char* out_name, const at::Tensor& x1, const CdistShapes& s, int64_t cols,
+                     at::Tensor* out, Build build) {
+  c10::DimVector shape = s.batch;
+  shape.push_back(s.r1);
+  shape.push_back(cols);
+  c10::DeviceGuard guard(x1.device());
+  at::Tensor result = prepare_output(name, out, shape, x1.scalar_type(), x1.device(), false);
+  if (result.numel() == 0) return result;
+  Program prog(out != nullptr ? out_name : name, x1.device());
+  ir::Value r = build(prog, compute_dtype(x1));
+  prog.write(result, ir::reshape(prog.graph(), r, to_shape(result.sizes())));
+  prog.run();
+  return result;
+}
+
 at::Tensor cdist_forward_op(const at::Tensor& x1, const at::Tensor& x2, double p, std::optional<int64_t> compute_mode,
                             at::Tensor* out) {
   check_distance_dtypes("cdist", x1, x2);
@@ -127,27 +146,14 @@ at::Tensor cdist_forward_op(const at::Tensor& x1, const at::Tensor& x2, double p
   int64_t mode = compute_mode.value_or(0);
   TORCH_CHECK(mode >= 0 && mode <= 2, "possible modes: 0, 1, 2, but was: ", mode);
   CdistShapes s = cdist_shapes(x1, x2);
-  c10::DimVector shape = s.batch;
-  shape.push_back(s.r1);
-  shape.push_back(s.r2);
-  c10::DeviceGuard guard(x1.device());
-  at::Tensor result = prepare_output("_cdist_forward", out, shape, x1.scalar_type(), x1.device(), false);
-  if (result.numel() == 0) return result;
-  Program prog(out != nullptr ? "_cdist_forward.out" : "_cdist_forward", x1.device());
-  ir::Graph& g = prog.graph();
-  ir::DType dt = compute_dtype(x1);
-  ir::Value r;
-  if (s.m == 0) {
-    r = ir::full(g, dt, 0, {s.b, s.r1, s.r2});
-  } else {
+  return run_cdist("_cdist_forward", "_cdist_forward.out", x1, s, s.r2, out, [&](Program& prog, ir::DType dt) {
+    ir::Graph& g = prog.graph();
+    if (s.m == 0) return ir::full(g, dt, 0, {s.b, s.r1, s.r2});
     ir::Value a = read_batched(prog, x1, s, s.r1, dt), b = read_batched(prog, x2, s, s.r2, dt);
     // ATen's choice between the matrix-product and the direct Euclidean distance.
     bool mm = p == 2 && (mode == 1 || (mode == 0 && (s.r1 > 25 || s.r2 > 25)));
-    r = mm ? lowering::cdist_euclidean_mm(g, a, b) : lowering::cdist(g, a, b, p);
-  }
-  prog.write(result, ir::reshape(g, r, to_shape(result.sizes())));
-  prog.run();
-  return result;
+    return mm ? lowering::cdist_euclidean_mm(g, a, b) : lowering::cdist(g, a, b, p);
+  });
 }
 at::Tensor cdist_forward(const at::Tensor& x1, const at::Tensor& x2, double p, std::optional<int64_t> mode) {
   return cdist_forward_op(x1, x2, p, mode, nullptr);
@@ -164,19 +170,9 @@ at::Tensor cdist_backward_op(const at::Tensor& grad, const at::Tensor& x1, const
                              const at::Tensor& dist, at::Tensor* out) {
   check_distance_dtypes("cdist", x1, x2);
   CdistShapes s = cdist_shapes(x1, x2);
-  c10::DimVector shape = s.batch;
-  shape.push_back(s.r1);
-  shape.push_back(s.m);
-  c10::DeviceGuard guard(x1.device());
-  at::Tensor result = prepare_output("_cdist_backward", out, shape, x1.scalar_type(), x1.device(), false);
-  if (result.numel() == 0) return result;
-  Program prog(out != nullptr ? "_cdist_backward.out" : "_cdist_backward", x1.device());
-  ir::Graph& g = prog.graph();
-  ir::DType dt = compute_dtype(x1);
-  ir::Value r;
-  if (s.r2 == 0 || p == 0) {
-    r = ir::full(g, dt, 0, {s.b, s.r1, s.m});
-  } else {
+  return run_cdist("_cdist_backward", "_cdist_backward.out", x1, s, s.m, out, [&](Program& prog, ir::DType dt) {
+    ir::Graph& g = prog.graph();
+    if (s.r2 == 0 || p == 0) return ir::full(g, dt, 0, {s.b, s.r1, s.m});
     ir::Shape pr{s.b, s.r1, s.r2};
     auto read_pr = [&](const at::Tensor& t) {
       ir::Shape full(s.batch.begin(), s.batch.end());
@@ -184,12 +180,9 @@ at::Tensor cdist_backward_op(const at::Tensor& grad, const at::Tensor& x1, const
       full.push_back(s.r2);
       return ir::reshape(g, ir::convert(g, ir::broadcast_to(g, prog.read(t), full), dt), pr);
     };
-    r = lowering::cdist_backward(g, read_pr(grad), read_batched(prog, x1, s, s.r1, dt),
-                                 read_batched(prog, x2, s, s.r2, dt), p, read_pr(dist));
-  }
-  prog.write(result, ir::reshape(g, r, to_shape(result.sizes())));
-  prog.run();
-  return result;
+    return lowering::cdist_backward(g, read_pr(grad), read_batched(prog, x1, s, s.r1, dt),
+                                    read_batched(prog, x2, s, s.r2, dt), p, read_pr(dist));
+  });
 }
 at::Tensor cdist_backward(const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, double p,
                           const at::Tensor& dist) {

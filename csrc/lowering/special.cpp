@@ -455,6 +455,16 @@ Value bessel_asymptotic(M& m, Value ax, const double* pp, const double* pq, cons
 }
 constexpr double kQuarterPi = 0.785398163397448309615660845819875721;
 constexpr double kThreeQuarterPi = 2.356194490192344928846982537459627163;
+// Y0 and Y1 share their domain and their switch of form: NaN below 0, -inf
+// at 0, `small` (x's own fit) up to 5 and the asymptotic form above.
+Value bessel_y(M& m, Value x, Value small, const double* pp, const double* pq, const double* qp, const double* qq,
+               double phase) {
+  small = m.sel(m.lt(x, 0.0), NAN, small);
+  small = m.sel(m.eq(x, 0.0), -INFINITY, small);
+  Value large = bessel_asymptotic(m, x, pp, pq, qp, qq, phase, true);
+  return m.sel(m.le(x, 5.0), small, large);
+}
+
 }  // namespace
 
 Value i0(Graph& g, Value x) { return bessel_i0_impl(g, x, false); }
@@ -496,10 +506,7 @@ Value bessel_y0(Graph& g, Value x) {
   Value z = m.mul(x, x);
   Value small = m.add(m.div(m.polevl(z, kY0_YP, len(kY0_YP)), m.polevl(z, kY0_YQ, len(kY0_YQ))),
                       m.mul(m.mul(m.c(x, 0.636619772367581343075535053490057448), m.log(x)), bessel_j0(g, x)));
-  small = m.sel(m.lt(x, 0.0), NAN, small);
-  small = m.sel(m.eq(x, 0.0), -INFINITY, small);
-  Value large = bessel_asymptotic(m, x, kJ0_PP, kJ0_PQ, kJ0_QP, kJ0_QQ, kQuarterPi, true);
-  return m.sel(m.le(x, 5.0), small, large);
+  return bessel_y(m, x, small, kJ0_PP, kJ0_PQ, kJ0_QP, kJ0_QQ, kQuarterPi);
 }
 
 Value bessel_y1(Graph& g, Value x) {
@@ -508,10 +515,7 @@ Value bessel_y1(Graph& g, Value x) {
   Value small = m.add(m.mul(x, m.div(m.polevl(z, kY1_YP, len(kY1_YP)), m.polevl(z, kY1_YQ, len(kY1_YQ)))),
                       m.mul(m.c(x, 0.636619772367581343075535053490057448),
                             m.sub(m.mul(bessel_j1(g, x), m.log(x)), m.div(m.c(x, 1), x))));
-  small = m.sel(m.lt(x, 0.0), NAN, small);
-  small = m.sel(m.eq(x, 0.0), -INFINITY, small);
-  Value large = bessel_asymptotic(m, x, kJ1_PP, kJ1_PQ, kJ1_QP, kJ1_QQ, kThreeQuarterPi, true);
-  return m.sel(m.le(x, 5.0), small, large);
+  return bessel_y(m, x, small, kJ1_PP, kJ1_PQ, kJ1_QP, kJ1_QQ, kThreeQuarterPi);
 }
 
 Value spherical_bessel_j0(Graph& g, Value x) {
