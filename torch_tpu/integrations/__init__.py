@@ -9,6 +9,8 @@ version requirements.txt pins.
   process per tpu device by default, and several processes as a multi-device run.
 - safetensors (safetensors.py): `safe_open` and `load_file` take a tpu device
   ("tpu", "tpu:N", torch.device), which its device parser refuses.
+- PyTorch's own flex attention (flex_attention.py): its device check lets tpu
+  tensors through.
 """
 import importlib.abc
 import importlib.machinery
@@ -47,9 +49,10 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 def install():
-    from . import accelerate, safetensors
+    from . import accelerate, flex_attention, safetensors
     _register("accelerate.state", accelerate.apply)
     _register("accelerate.commands.launch", accelerate.apply_launch)
     _register("safetensors", safetensors.apply)
+    _register("torch.nn.attention.flex_attention", flex_attention.apply)
     if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport())
