@@ -1,6 +1,7 @@
 #include "lowering/nn.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "lowering/index.h"
@@ -53,6 +54,24 @@ Value normalisation_input_grad(ir::Graph& g, Value gw, Value x_hat, Value invstd
   Value mean_g = expand_reduced(g, mean(g, gw, dims, false, acc, acc), shape, dims);
   Value mean_gx = expand_reduced(g, mean(g, mul(g, gw, x_hat), dims, false, acc, acc), shape, dims);
   return mul(g, invstd_full, sub(g, sub(g, gw, mean_g), mul(g, x_hat, mean_gx)));
+}
+
+// The gradients of x_hat * weight + bias, x_hat normalised over `stats` with
+// `invstd` (shaped as x_hat without `stats`): the input's, in x_hat's shape
+// and dtype, and weight's and bias's, summed over `batch` into param_result.
+// `weight_full`: weight broadcast to x_hat's shape; empty without a weight.
+NormGrads normalisation_grads(ir::Graph& g, Value ga, Value x_hat, Value invstd, const ir::Dims& stats,
+                              const ir::Dims& batch, const std::function<Value()>& weight_full,
+                              std::array<bool, 3> mask, DType param_result) {
+  DType acc = g.type(x_hat).dtype;
+  NormGrads r;
+  if (mask[0]) {
+    Value gw = weight_full ? mul(g, ga, weight_full()) : ga;
+    r.input = normalisation_input_grad(g, gw, x_hat, expand_reduced(g, invstd, g.type(x_hat).shape, stats), stats);
+  }
+  if (mask[1] && weight_full) r.weight = sum(g, mul(g, ga, x_hat), batch, false, acc, param_result);
+  if (mask[2]) r.bias = sum(g, ga, batch, false, acc, param_result);
+  return r;
 }
 
 }  // namespace
@@ -166,13 +185,10 @@ NormGrads layer_norm_backward(ir::Graph& g, Value grad, Value x, int64_t axis, V
   Value rs = ir::reshape(g, ir::convert(g, rstd, acc), stat_shape);
   Value x_hat = normalise(g, xa, mu, rs, dims);
   Value ga = ir::convert(g, grad, acc);
-  NormGrads r;
-  if (mask[0]) {
-    Value gw = weight ? mul(g, ga, ir::broadcast_in_dim(g, ir::convert(g, *weight, acc), shape, dims)) : ga;
-    r.input = ir::convert(g, normalisation_input_grad(g, gw, x_hat, expand_reduced(g, rs, shape, dims), dims), result);
-  }
-  if (mask[1] && weight) r.weight = sum(g, mul(g, ga, x_hat), batch, false, acc, param_result);
-  if (mask[2]) r.bias = sum(g, ga, batch, false, acc, param_result);
+  std::function<Value()> weight_full;
+  if (weight) weight_full = [&] { return ir::broadcast_in_dim(g, ir::convert(g, *weight, acc), shape, dims); };
+  NormGrads r = normalisation_grads(g, ga, x_hat, rs, dims, batch, weight_full, mask, param_result);
+  if (mask[0]) r.input = ir::convert(g, r.input, result);
   return r;
 }
 
@@ -189,17 +205,17 @@ NormGrads group_norm_backward(ir::Graph& g, Value grad, Value x, Value mean, Val
   Value x_hat = normalise(g, ir::reshape(g, xa, grouped), ir::reshape(g, ir::convert(g, mean, acc), {n, groups}), rs,
                           stats);
   Value ga = ir::reshape(g, ir::convert(g, grad, acc), grouped);
-  NormGrads r;
-  if (mask[0]) {
-    Value w = weight ? ir::broadcast_in_dim(g, ir::reshape(g, ir::convert(g, *weight, acc), {groups, c / groups}),
-                                            grouped, {1, 2})
-                     : Value{};
-    Value gw = weight ? mul(g, ga, w) : ga;
-    Value dx = normalisation_input_grad(g, gw, x_hat, expand_reduced(g, rs, grouped, stats), stats);
-    r.input = ir::convert(g, ir::reshape(g, dx, shape), result);
+  std::function<Value()> weight_full;
+  if (weight) {
+    weight_full = [&] {
+      return ir::broadcast_in_dim(g, ir::reshape(g, ir::convert(g, *weight, acc), {groups, c / groups}), grouped,
+                                  {1, 2});
+    };
   }
-  if (mask[1] && weight) r.weight = ir::reshape(g, sum(g, mul(g, ga, x_hat), per_channel, false, acc, param_result), {c});
-  if (mask[2]) r.bias = ir::reshape(g, sum(g, ga, per_channel, false, acc, param_result), {c});
+  NormGrads r = normalisation_grads(g, ga, x_hat, rs, stats, per_channel, weight_full, mask, param_result);
+  if (mask[0]) r.input = ir::convert(g, ir::reshape(g, r.input, shape), result);
+  if (r.weight.valid()) r.weight = ir::reshape(g, r.weight, {c});
+  if (mask[2]) r.bias = ir::reshape(g, r.bias, {c});
   return r;
 }
 
