@@ -149,3 +149,34 @@ def test_interpreter_exit_after_backward_is_clean():
     for _ in range(8):
         out = run_python(code, timeout=120)
         assert out.returncode == 0, (out.returncode, out.stderr[-1000:])
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_assert_async_raises_at_the_next_read_as_cuda_does(mode):
+    fallbacks = torch_tpu.metrics()["fallbacks"]
+    with torch_tpu.eager_mode(mode):
+        x = torch.tensor([3.0, 4.0], device="tpu")
+        torch._assert_async(x.sum() > 1, "holds")
+        assert x.sum().item() == 7.0  # a check that holds raises nothing
+        torch._assert_async(x.sum() > 10, "the sum is too small")  # recorded, not waited for
+        y = x * 2  # work goes on
+        with pytest.raises(RuntimeError, match="the sum is too small"):
+            y.cpu()
+        torch.testing.assert_close(y.cpu(), torch.tensor([6.0, 8.0]))  # raised once; values kept
+        # The value is copied when asserted: a later write does not change the check.
+        flag = torch.tensor(0, device="tpu")
+        torch._assert_async(flag)
+        flag.fill_(1)
+        with pytest.raises(RuntimeError, match="Expected Tensor with single nonzero value, but got zero"):
+            torch.tpu.synchronize()
+    assert torch_tpu.metrics()["fallbacks"] == fallbacks
+
+
+def test_assert_async_checks_shape_at_the_op_and_values_at_the_op_in_debug_mode():
+    for bad, message in ((torch.ones(2, device="tpu"), "more than one value"),
+                         (torch.ones(0, device="tpu"), "no values")):
+        with pytest.raises(RuntimeError, match=message):
+            torch._assert_async(bad)
+    with torch_tpu.eager_mode("debug"):
+        with pytest.raises(RuntimeError, match="at the op"):
+            torch._assert_async(torch.tensor(0.0, device="tpu"), "at the op")

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <torch/library.h>
 
+#include "aten/assert_async.h"
 #include "aten/program.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
@@ -116,6 +117,7 @@ at::Tensor to_cpu(const at::Tensor& src) {
     TORCH_CHECK(false, "torch_tpu: reading a tpu tensor of shape ", src.sizes(), " (", src.scalar_type(),
                 ") failed: ", e.what());
   }
+  check_pending_asserts();
   return host;
 }
 

@@ -3,6 +3,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include "aten/assert_async.h"
 #include "aten/compiled_program.h"
 #include "aten/external.h"
 #include "aten/program.h"
@@ -54,6 +55,11 @@ void synchronize() {
     engine::Runtime::get().synchronize();
   } catch (const pjrt::Error& e) {
     throw std::runtime_error(std::string("torch_tpu: ") + e.what());
+  }
+  try {
+    aten::check_pending_asserts();
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(e.what_without_backtrace());
   }
 }
 
