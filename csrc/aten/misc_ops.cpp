@@ -38,11 +38,8 @@ bool platform_has_f64() {
 // double (a float base for integer results) and rounded to the element type.
 at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, double base,
                          at::Tensor& out) {
-  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (!prepare_steps_out("logspace", steps, out)) return out;
   c10::ScalarType dtype = out.scalar_type();
-  TORCH_CHECK(!c10::isComplexType(dtype), "logspace: complex dtypes are not supported on tpu");
-  if (out.numel() != steps) out.resize_({steps});
-  if (steps == 0) return out;
   c10::DeviceGuard guard(out.device());
   Program p("logspace.out", out.device());
   ir::Graph& g = p.graph();

@@ -143,4 +143,11 @@ bool scalar_is(const c10::Scalar& s, double value) {
   return s.isIntegral(true) ? static_cast<double>(s.toLong()) == value : s.toDouble() == value;
 }
 
+bool prepare_steps_out(const char* op, int64_t steps, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  TORCH_CHECK(!c10::isComplexType(out.scalar_type()), op, ": complex dtypes are not supported on tpu");
+  if (out.numel() != steps) out.resize_({steps});
+  return steps > 0;
+}
+
 }  // namespace tpu::aten

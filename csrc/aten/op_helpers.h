@@ -183,5 +183,8 @@ at::Tensor scalar_operand(const c10::Scalar& s);
 ir::DType accumulate_type(c10::ScalarType t);
 // Whether a Scalar equals `value` (alpha == 1, beta == 0 shortcuts).
 bool scalar_is(const c10::Scalar& s, double value);
+// The out= tensor of linspace/logspace (`op`): checks steps and out's dtype
+// and resizes out to [steps]; false when there is nothing to compute.
+bool prepare_steps_out(const char* op, int64_t steps, at::Tensor& out);
 
 }  // namespace tpu::aten

@@ -282,11 +282,8 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
 }
 
 at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, at::Tensor& out) {
-  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (!prepare_steps_out("linspace", steps, out)) return out;
   c10::ScalarType dtype = out.scalar_type();
-  TORCH_CHECK(!c10::isComplexType(dtype), "linspace: complex dtypes are not supported on tpu");
-  if (out.numel() != steps) out.resize_({steps});
-  if (steps == 0) return out;
   c10::DeviceGuard guard(out.device());
   Program p("linspace.out", out.device());
   ir::Graph& g = p.graph();
