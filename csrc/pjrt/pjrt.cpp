@@ -33,6 +33,34 @@ void check(const PJRT_Api* api, PJRT_Error* error, const char* what) {
   throw Error(std::string(what) + ": " + text, code);
 }
 
+// Runs a constructor's `init`; when it throws, `destroy` releases the PJRT
+// handle first (the destructor does not run when a constructor throws).
+template <typename Init, typename Destroy>
+void init_or_destroy(Init init, Destroy destroy) {
+  try {
+    init();
+  } catch (...) {
+    destroy();
+    throw;
+  }
+}
+
+// Runs `use` on the PJRT_Executable behind `loaded` (it returns its call's
+// error) and releases that executable before raising the error, if any.
+template <typename Use>
+void with_executable(const PJRT_Api* api, PJRT_LoadedExecutable* loaded, const char* what, Use use) {
+  PJRT_LoadedExecutable_GetExecutable_Args get{};
+  get.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
+  get.loaded_executable = loaded;
+  check(api, api->PJRT_LoadedExecutable_GetExecutable(&get), "PJRT_LoadedExecutable_GetExecutable");
+  PJRT_Error* error = use(get.executable);
+  PJRT_Executable_Destroy_Args destroy{};
+  destroy.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE;
+  destroy.executable = get.executable;
+  api->PJRT_Executable_Destroy(&destroy);
+  check(api, error, what);
+}
+
 // CompileOptionsProto{executable_build_options{num_replicas: 1, num_partitions: 1},
 // compile_portable_executable: true}, hand-encoded so that we need no protobuf
 // dependency. Portable executables run on whichever device execute() names.
@@ -193,29 +221,17 @@ std::unique_ptr<Event> Buffer::ready_event() const {
 
 Executable::Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe)
     : plugin_(std::move(plugin)), exe_(exe) {
-  try {
-    read_num_outputs();
-  } catch (...) {
-    destroy();  // the destructor does not run when a constructor throws
-    throw;
-  }
+  init_or_destroy([&] { read_num_outputs(); }, [&] { destroy(); });
 }
 
 void Executable::read_num_outputs() {
   const PJRT_Api* api = plugin_->api();
-  PJRT_LoadedExecutable_GetExecutable_Args get{};
-  get.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
-  get.loaded_executable = exe_;
-  check(api, api->PJRT_LoadedExecutable_GetExecutable(&get), "PJRT_LoadedExecutable_GetExecutable");
   PJRT_Executable_NumOutputs_Args num{};
   num.struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE;
-  num.executable = get.executable;
-  PJRT_Error* error = api->PJRT_Executable_NumOutputs(&num);
-  PJRT_Executable_Destroy_Args destroy{};
-  destroy.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE;
-  destroy.executable = get.executable;
-  api->PJRT_Executable_Destroy(&destroy);
-  check(api, error, "PJRT_Executable_NumOutputs");
+  with_executable(api, exe_, "PJRT_Executable_NumOutputs", [&](PJRT_Executable* executable) {
+    num.executable = executable;
+    return api->PJRT_Executable_NumOutputs(&num);
+  });
   num_outputs_ = num.num_outputs;
 }
 
@@ -255,24 +271,18 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(
 
 std::string Executable::serialize() const {
   const PJRT_Api* api = plugin_->api();
-  PJRT_LoadedExecutable_GetExecutable_Args get{};
-  get.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
-  get.loaded_executable = exe_;
-  check(api, api->PJRT_LoadedExecutable_GetExecutable(&get), "PJRT_LoadedExecutable_GetExecutable");
-  PJRT_Executable_Serialize_Args ser{};
-  ser.struct_size = PJRT_Executable_Serialize_Args_STRUCT_SIZE;
-  ser.executable = get.executable;
-  PJRT_Error* error = api->PJRT_Executable_Serialize(&ser);
   std::string bytes;
-  if (error == nullptr) {
-    bytes.assign(ser.serialized_bytes, ser.serialized_bytes_size);
-    if (ser.serialized_executable_deleter) ser.serialized_executable_deleter(ser.serialized_executable);
-  }
-  PJRT_Executable_Destroy_Args destroy{};
-  destroy.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE;
-  destroy.executable = get.executable;
-  api->PJRT_Executable_Destroy(&destroy);
-  check(api, error, "PJRT_Executable_Serialize");
+  with_executable(api, exe_, "PJRT_Executable_Serialize", [&](PJRT_Executable* executable) {
+    PJRT_Executable_Serialize_Args ser{};
+    ser.struct_size = PJRT_Executable_Serialize_Args_STRUCT_SIZE;
+    ser.executable = executable;
+    PJRT_Error* error = api->PJRT_Executable_Serialize(&ser);
+    if (error == nullptr) {
+      bytes.assign(ser.serialized_bytes, ser.serialized_bytes_size);
+      if (ser.serialized_executable_deleter) ser.serialized_executable_deleter(ser.serialized_executable);
+    }
+    return error;
+  });
   return bytes;
 }
 
@@ -299,12 +309,7 @@ std::unique_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin, const std
 
 Client::Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client)
     : plugin_(std::move(plugin)), client_(client) {
-  try {
-    describe();
-  } catch (...) {
-    destroy();  // the destructor does not run when a constructor throws
-    throw;
-  }
+  init_or_destroy([&] { describe(); }, [&] { destroy(); });
 }
 
 void Client::describe() {
