@@ -63,6 +63,8 @@ at::Tensor c2c(Overload o, const at::Tensor& self, c10::SymIntArrayRef dim_sym, 
     return lowering::fft_c2c(g, x, dims, norm, forward);
   });
 }
+constexpr auto fft_c2c = functional_overload<c2c, "_fft_c2c">;
+constexpr auto fft_c2c_out = out_overload<c2c, "_fft_c2c.out">;
 
 at::Tensor r2c(Overload o, const at::Tensor& self, c10::IntArrayRef dim, int64_t normalization, bool onesided) {
   check_floating("_fft_r2c", self, false);
@@ -74,6 +76,8 @@ at::Tensor r2c(Overload o, const at::Tensor& self, c10::IntArrayRef dim, int64_t
     return lowering::fft_r2c(g, x, dims, norm, onesided);
   });
 }
+constexpr auto fft_r2c = functional_overload<r2c, "_fft_r2c">;
+constexpr auto fft_r2c_out = out_overload<r2c, "_fft_r2c.out">;
 
 at::Tensor c2r(Overload o, const at::Tensor& self, c10::IntArrayRef dim, int64_t normalization,
                c10::SymInt last_sym) {
@@ -88,6 +92,8 @@ at::Tensor c2r(Overload o, const at::Tensor& self, c10::IntArrayRef dim, int64_t
     return lowering::fft_c2r(g, x, dims, norm, last_dim_size);
   });
 }
+constexpr auto fft_c2r = functional_overload<c2r, "_fft_c2r">;
+constexpr auto fft_c2r_out = out_overload<c2r, "_fft_c2r.out">;
 
 // The gradient of x.unfold(dim, size, step) (stft frames its signal with
 // unfold): every window element adds into the input position it came from.
@@ -140,12 +146,12 @@ at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_fft_c2c", functional_overload<c2c, "_fft_c2c">);
-  m.impl("_fft_c2c.out", out_overload<c2c, "_fft_c2c.out">);
-  m.impl("_fft_r2c", functional_overload<r2c, "_fft_r2c">);
-  m.impl("_fft_r2c.out", out_overload<r2c, "_fft_r2c.out">);
-  m.impl("_fft_c2r", functional_overload<c2r, "_fft_c2r">);
-  m.impl("_fft_c2r.out", out_overload<c2r, "_fft_c2r.out">);
+  m.impl("_fft_c2c", fft_c2c);
+  m.impl("_fft_c2c.out", fft_c2c_out);
+  m.impl("_fft_r2c", fft_r2c);
+  m.impl("_fft_r2c.out", fft_r2c_out);
+  m.impl("_fft_c2r", fft_c2r);
+  m.impl("_fft_c2r.out", fft_c2r_out);
   m.impl("unfold_backward", unfold_backward);
 }
 

@@ -300,6 +300,9 @@ at::Tensor scatter_reduce_two_op(Overload o, const at::Tensor& self, int64_t dim
   p.run();
   return output;
 }
+constexpr auto scatter_reduce_two = functional_overload<scatter_reduce_two_op, "scatter_reduce">;
+constexpr auto scatter_reduce_two_ = inplace_overload<scatter_reduce_two_op, "scatter_reduce_">;
+constexpr auto scatter_reduce_two_out = out_overload<scatter_reduce_two_op, "scatter_reduce.two_out">;
 
 
 // ------------------------------------------------------------ index_add / index_copy
@@ -344,10 +347,16 @@ at::Tensor index_add_op(Overload o, const at::Tensor& self, int64_t dim, const a
                         const at::Tensor& source, const c10::Scalar& alpha) {
   return index_combine_op(o, true, self, dim, index, source, alpha);
 }
+constexpr auto index_add = functional_overload<index_add_op, "index_add">;
+constexpr auto index_add_ = inplace_overload<index_add_op, "index_add_">;
+constexpr auto index_add_out = out_overload<index_add_op, "index_add.out">;
 at::Tensor index_copy_op(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index,
                          const at::Tensor& source) {
   return index_combine_op(o, false, self, dim, index, source, 1);
 }
+constexpr auto index_copy = functional_overload<index_copy_op, "index_copy">;
+constexpr auto index_copy_ = inplace_overload<index_copy_op, "index_copy_">;
+constexpr auto index_copy_out = out_overload<index_copy_op, "index_copy.out">;
 
 // ------------------------------------------------------------ nonzero / masked_select
 
@@ -759,6 +768,9 @@ at::Tensor index_reduce_op(Overload o, const at::Tensor& self, int64_t dim, cons
   p.run();
   return output;
 }
+constexpr auto index_reduce = functional_overload<index_reduce_op, "index_reduce">;
+constexpr auto index_reduce_ = inplace_overload<index_reduce_op, "index_reduce_">;
+constexpr auto index_reduce_out = out_overload<index_reduce_op, "index_reduce.out">;
 
 // ------------------------------------------------------------ repeat_interleave / nonzero_static
 
@@ -844,15 +856,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_add", scatter_add);
   m.impl("scatter_add_", scatter_add_);
   m.impl("scatter_add.out", scatter_add_out);
-  m.impl("scatter_reduce.two", functional_overload<scatter_reduce_two_op, "scatter_reduce">);
-  m.impl("scatter_reduce_.two", inplace_overload<scatter_reduce_two_op, "scatter_reduce_">);
-  m.impl("scatter_reduce.two_out", out_overload<scatter_reduce_two_op, "scatter_reduce.two_out">);
-  m.impl("index_add", functional_overload<index_add_op, "index_add">);
-  m.impl("index_add_", inplace_overload<index_add_op, "index_add_">);
-  m.impl("index_add.out", out_overload<index_add_op, "index_add.out">);
-  m.impl("index_copy", functional_overload<index_copy_op, "index_copy">);
-  m.impl("index_copy_", inplace_overload<index_copy_op, "index_copy_">);
-  m.impl("index_copy.out", out_overload<index_copy_op, "index_copy.out">);
+  m.impl("scatter_reduce.two", scatter_reduce_two);
+  m.impl("scatter_reduce_.two", scatter_reduce_two_);
+  m.impl("scatter_reduce.two_out", scatter_reduce_two_out);
+  m.impl("index_add", index_add);
+  m.impl("index_add_", index_add_);
+  m.impl("index_add.out", index_add_out);
+  m.impl("index_copy", index_copy);
+  m.impl("index_copy_", index_copy_);
+  m.impl("index_copy.out", index_copy_out);
   m.impl("nonzero", nonzero);
   m.impl("nonzero.out", nonzero_out);
   m.impl("masked_select", masked_select);
@@ -867,9 +879,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("put_", put_);
   m.impl("index_fill_.int_Scalar", index_fill_scalar);
   m.impl("index_fill_.int_Tensor", index_fill_tensor);
-  m.impl("index_reduce", functional_overload<index_reduce_op, "index_reduce">);
-  m.impl("index_reduce_", inplace_overload<index_reduce_op, "index_reduce_">);
-  m.impl("index_reduce.out", out_overload<index_reduce_op, "index_reduce.out">);
+  m.impl("index_reduce", index_reduce);
+  m.impl("index_reduce_", index_reduce_);
+  m.impl("index_reduce.out", index_reduce_out);
   m.impl("repeat_interleave.Tensor", repeat_interleave);
   m.impl("nonzero_static", nonzero_static);
   m.impl("nonzero_static.out", nonzero_static_out);

@@ -59,6 +59,10 @@ at::Tensor softmax_op(Overload o, const at::Tensor& self, int64_t dim, bool half
   p.run();
   return output;
 }
+constexpr auto softmax = functional_overload<softmax_op<false>, "_softmax">;
+constexpr auto softmax_out = out_overload<softmax_op<false>, "_softmax.out">;
+constexpr auto log_softmax = functional_overload<softmax_op<true>, "_log_softmax">;
+constexpr auto log_softmax_out = out_overload<softmax_op<true>, "_log_softmax.out">;
 template <bool kLog>
 at::Tensor softmax_backward_op(Overload o, const at::Tensor& grad, const at::Tensor& output, int64_t dim,
                                c10::ScalarType input_dtype) {
@@ -74,6 +78,9 @@ at::Tensor softmax_backward_op(Overload o, const at::Tensor& grad, const at::Ten
   p.run();
   return result;
 }
+constexpr auto softmax_backward = functional_overload<softmax_backward_op<false>, "_softmax_backward_data">;
+constexpr auto softmax_backward_out = out_overload<softmax_backward_op<false>, "_softmax_backward_data.out">;
+constexpr auto log_softmax_backward = functional_overload<softmax_backward_op<true>, "_log_softmax_backward_data">;
 
 // ------------------------------------------------------------ layer norm
 
@@ -676,6 +683,9 @@ at::Tensor threshold_op(Overload o, const at::Tensor& self, const c10::Scalar& t
                      },
                      o.out, o.inplace);
 }
+constexpr auto threshold = functional_overload<threshold_op, "threshold">;
+constexpr auto threshold_inplace = inplace_overload<threshold_op, "threshold_">;
+constexpr auto threshold_out = out_overload<threshold_op, "threshold.out">;
 at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& th,
                                    at::Tensor& grad_input) {
   c10::ScalarType t = at::result_type(grad, self);
@@ -768,6 +778,8 @@ at::Tensor glu_op(Overload o, const at::Tensor& self, int64_t dim) {
   p.run();
   return output;
 }
+constexpr auto glu = functional_overload<glu_op, "glu">;
+constexpr auto glu_out = out_overload<glu_op, "glu.out">;
 at::Tensor glu_backward_op(Overload o, const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
   int64_t d = glu_dim(self, dim);
   c10::DimVector half(self.sizes().begin(), self.sizes().end());
@@ -783,6 +795,8 @@ at::Tensor glu_backward_op(Overload o, const at::Tensor& grad, const at::Tensor&
   p.run();
   return gi;
 }
+constexpr auto glu_backward = functional_overload<glu_backward_op, "glu_backward">;
+constexpr auto glu_backward_out = out_overload<glu_backward_op, "glu_backward.grad_input">;
 
 // rrelu with its noise tensor: in training, negative inputs get a random
 // slope from [lower, upper] (recorded in noise); otherwise the mean slope.
@@ -1349,13 +1363,13 @@ at::Tensor ctc_loss_backward_tensor(const at::Tensor& grad, const at::Tensor& lo
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_softmax", functional_overload<softmax_op<false>, "_softmax">);
-  m.impl("_softmax.out", out_overload<softmax_op<false>, "_softmax.out">);
-  m.impl("_log_softmax", functional_overload<softmax_op<true>, "_log_softmax">);
-  m.impl("_log_softmax.out", out_overload<softmax_op<true>, "_log_softmax.out">);
-  m.impl("_softmax_backward_data", functional_overload<softmax_backward_op<false>, "_softmax_backward_data">);
-  m.impl("_softmax_backward_data.out", out_overload<softmax_backward_op<false>, "_softmax_backward_data.out">);
-  m.impl("_log_softmax_backward_data", functional_overload<softmax_backward_op<true>, "_log_softmax_backward_data">);
+  m.impl("_softmax", softmax);
+  m.impl("_softmax.out", softmax_out);
+  m.impl("_log_softmax", log_softmax);
+  m.impl("_log_softmax.out", log_softmax_out);
+  m.impl("_softmax_backward_data", softmax_backward);
+  m.impl("_softmax_backward_data.out", softmax_backward_out);
+  m.impl("_log_softmax_backward_data", log_softmax_backward);
   m.impl("_log_softmax_backward_data.out",
          out_overload<softmax_backward_op<true>, "_log_softmax_backward_data.out">);
   m.impl("native_layer_norm", layer_norm);
@@ -1395,9 +1409,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("softshrink.out", softshrink_out);
   m.impl("softshrink_backward", softshrink_backward);
   m.impl("softshrink_backward.grad_input", softshrink_backward_out);
-  m.impl("threshold", functional_overload<threshold_op, "threshold">);
-  m.impl("threshold_", inplace_overload<threshold_op, "threshold_">);
-  m.impl("threshold.out", out_overload<threshold_op, "threshold.out">);
+  m.impl("threshold", threshold);
+  m.impl("threshold_", threshold_inplace);
+  m.impl("threshold.out", threshold_out);
   m.impl("threshold_backward.grad_input", threshold_backward_out);
   m.impl("log_sigmoid_forward", log_sigmoid_forward);
   m.impl("log_sigmoid_forward.output", log_sigmoid_forward_out);
@@ -1405,10 +1419,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("log_sigmoid_backward.grad_input", log_sigmoid_backward_out);
   m.impl("_prelu_kernel", prelu_kernel);
   m.impl("_prelu_kernel_backward", prelu_kernel_backward);
-  m.impl("glu", functional_overload<glu_op, "glu">);
-  m.impl("glu.out", out_overload<glu_op, "glu.out">);
-  m.impl("glu_backward", functional_overload<glu_backward_op, "glu_backward">);
-  m.impl("glu_backward.grad_input", out_overload<glu_backward_op, "glu_backward.grad_input">);
+  m.impl("glu", glu);
+  m.impl("glu.out", glu_out);
+  m.impl("glu_backward", glu_backward);
+  m.impl("glu_backward.grad_input", glu_backward_out);
   m.impl("rrelu_with_noise", rrelu_with_noise);
   m.impl("rrelu_with_noise_", rrelu_with_noise_inplace);
   m.impl("rrelu_with_noise.out", rrelu_with_noise_out);

@@ -107,6 +107,8 @@ struct InplaceOverload<kKernel, kName, at::Tensor (*)(Overload, const at::Tensor
 // kernel `at::Tensor kernel(Overload, Args...)` whose Args are the functional
 // overload's: out= takes Args and then `out`, in-place writes its first
 // argument (self). kName is the overload's name as the kernel reports it.
+// Each is a function pointer for TORCH_LIBRARY_IMPL, named beside its kernel:
+//   constexpr auto glu_out = out_overload<glu_op, "glu.out">;
 template <auto kKernel, OpName kName>
 constexpr auto functional_overload = detail::Overloads<kKernel, kName>::functional;
 template <auto kKernel, OpName kName>

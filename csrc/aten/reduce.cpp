@@ -477,6 +477,12 @@ at::Tensor cumulative_op(Overload o, const at::Tensor& self, int64_t dim, std::o
   p.run();
   return output;
 }
+constexpr auto cumsum = functional_overload<cumulative_op<ir::Combiner::Add>, "cumsum">;
+constexpr auto cumsum_out = out_overload<cumulative_op<ir::Combiner::Add>, "cumsum.out">;
+constexpr auto cumsum_inplace = inplace_overload<cumulative_op<ir::Combiner::Add>, "cumsum_">;
+constexpr auto cumprod = functional_overload<cumulative_op<ir::Combiner::Mul>, "cumprod">;
+constexpr auto cumprod_out = out_overload<cumulative_op<ir::Combiner::Mul>, "cumprod.out">;
+constexpr auto cumprod_inplace = inplace_overload<cumulative_op<ir::Combiner::Mul>, "cumprod_">;
 
 
 // ------------------------------------------------------------ nansum / count_nonzero / trace / equal / renorm
@@ -646,12 +652,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("norm.dtype_out", norm_dtype_out);
   m.impl("norm.ScalarOpt_dtype", norm_dtype);
   m.impl("norm.ScalarOpt_dtype_out", norm_dtype_all_out);
-  m.impl("cumsum", functional_overload<cumulative_op<ir::Combiner::Add>, "cumsum">);
-  m.impl("cumsum.out", out_overload<cumulative_op<ir::Combiner::Add>, "cumsum.out">);
-  m.impl("cumsum_", inplace_overload<cumulative_op<ir::Combiner::Add>, "cumsum_">);
-  m.impl("cumprod", functional_overload<cumulative_op<ir::Combiner::Mul>, "cumprod">);
-  m.impl("cumprod.out", out_overload<cumulative_op<ir::Combiner::Mul>, "cumprod.out">);
-  m.impl("cumprod_", inplace_overload<cumulative_op<ir::Combiner::Mul>, "cumprod_">);
+  m.impl("cumsum", cumsum);
+  m.impl("cumsum.out", cumsum_out);
+  m.impl("cumsum_", cumsum_inplace);
+  m.impl("cumprod", cumprod);
+  m.impl("cumprod.out", cumprod_out);
+  m.impl("cumprod_", cumprod_inplace);
   m.impl("nansum", nansum);
   m.impl("nansum.out", nansum_out);
   m.impl("count_nonzero.dim_IntList", count_nonzero_dims);
