@@ -67,46 +67,26 @@ at::Tensor matmul_op(const char* name, const at::Tensor* self, const at::Tensor&
   return output;
 }
 
-at::Tensor mm(const at::Tensor& a, const at::Tensor& b) { return matmul_op("mm", nullptr, a, b, 0, 1, nullptr, false); }
-at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  matmul_op("mm.out", nullptr, a, b, 0, 1, &out, false);
-  return out;
+// mm and bmm.
+at::Tensor product_op(Overload o, const at::Tensor& a, const at::Tensor& b) {
+  return matmul_op(o.name, nullptr, a, b, 0, 1, o.out, o.inplace);
 }
-at::Tensor addmm(const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2, const c10::Scalar& beta,
-                 const c10::Scalar& alpha) {
-  return matmul_op("addmm", &self, m1, m2, beta, alpha, nullptr, false);
+constexpr auto mm = functional_overload<product_op, "mm">;
+constexpr auto mm_out = out_overload<product_op, "mm.out">;
+constexpr auto bmm = functional_overload<product_op, "bmm">;
+constexpr auto bmm_out = out_overload<product_op, "bmm.out">;
+// addmm and baddbmm. In place, the program reads self before its result
+// replaces self's storage value.
+at::Tensor add_product_op(Overload o, const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2,
+                          const c10::Scalar& beta, const c10::Scalar& alpha) {
+  return matmul_op(o.name, &self, m1, m2, beta, alpha, o.out, o.inplace);
 }
-at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2, const c10::Scalar& beta,
-                      const c10::Scalar& alpha, at::Tensor& out) {
-  matmul_op("addmm.out", &self, m1, m2, beta, alpha, &out, false);
-  return out;
-}
-at::Tensor& addmm_inplace(at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2, const c10::Scalar& beta,
-                          const c10::Scalar& alpha) {
-  // The program reads self before its result replaces self's storage value.
-  matmul_op("addmm_", &self, m1, m2, beta, alpha, &self, true);
-  return self;
-}
-
-at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) { return matmul_op("bmm", nullptr, a, b, 0, 1, nullptr, false); }
-at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  matmul_op("bmm.out", nullptr, a, b, 0, 1, &out, false);
-  return out;
-}
-at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
-                   const c10::Scalar& alpha) {
-  return matmul_op("baddbmm", &self, b1, b2, beta, alpha, nullptr, false);
-}
-at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
-                        const c10::Scalar& alpha, at::Tensor& out) {
-  matmul_op("baddbmm.out", &self, b1, b2, beta, alpha, &out, false);
-  return out;
-}
-at::Tensor& baddbmm_inplace(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
-                            const c10::Scalar& alpha) {
-  matmul_op("baddbmm_", &self, b1, b2, beta, alpha, &self, true);
-  return self;
-}
+constexpr auto addmm = functional_overload<add_product_op, "addmm">;
+constexpr auto addmm_out = out_overload<add_product_op, "addmm.out">;
+constexpr auto addmm_inplace = inplace_overload<add_product_op, "addmm_">;
+constexpr auto baddbmm = functional_overload<add_product_op, "baddbmm">;
+constexpr auto baddbmm_out = out_overload<add_product_op, "baddbmm.out">;
+constexpr auto baddbmm_inplace = inplace_overload<add_product_op, "baddbmm_">;
 
 
 // ------------------------------------------------------------ vector products
@@ -151,8 +131,24 @@ ir::Value add_scaled(Program& p, ir::Value product, const at::Tensor& self, c10:
   return r;
 }
 
-at::Tensor addmv_op(const char* name, const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
-                    const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor* out, bool inplace) {
+// beta * self + alpha * (a's `a_dims` contracted with b's `b_dims`), in
+// `dtype`, into a result of `shape` (addmv, addbmm).
+at::Tensor add_contraction(Overload o, const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                           const ir::Dims& a_dims, const ir::Dims& b_dims, c10::IntArrayRef shape,
+                           c10::ScalarType dtype, const c10::Scalar& beta, const c10::Scalar& alpha) {
+  c10::DeviceGuard guard(a.device());
+  at::Tensor output = prepare_output(o.name, o.out, shape, dtype, a.device(), o.inplace);
+  if (output.numel() == 0) return output;
+  Program p(o.name, a.device());
+  ir::Graph& g = p.graph();
+  ir::Value prod = lowering::contract(g, p.read(a), p.read(b), {}, {}, a_dims, b_dims, accumulate_type(dtype));
+  p.write(output, add_scaled(p, ir::convert(g, prod, lowering::to_ir(dtype)), self, dtype, beta, alpha));
+  p.run();
+  return output;
+}
+
+at::Tensor addmv_op(Overload o, const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
+                    const c10::Scalar& beta, const c10::Scalar& alpha) {
   TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1 && self.dim() <= 1, "vector + matrix @ vector expected, got ",
               self.dim(), ", ", mat.dim(), ", ", vec.dim());
   TORCH_CHECK(mat.size(1) == vec.size(0) && (mat.size(0) == self.numel() || self.numel() == 1),
@@ -160,36 +156,16 @@ at::Tensor addmv_op(const char* name, const at::Tensor& self, const at::Tensor& 
               mat.size(1), "), vec (", vec.size(0), ")");
   TORCH_CHECK(mat.scalar_type() == vec.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
               mat.scalar_type(), " != ", vec.scalar_type());
-  c10::ScalarType dtype = mat.scalar_type();
-  c10::DeviceGuard guard(mat.device());
-  at::Tensor output = prepare_output(name, out, {mat.size(0)}, dtype, mat.device(), inplace);
-  if (output.numel() == 0) return output;
-  Program p(name, mat.device());
-  ir::Graph& g = p.graph();
-  ir::Value prod = lowering::contract(g, p.read(mat), p.read(vec), {}, {}, {1}, {0}, accumulate_type(dtype));
-  p.write(output, add_scaled(p, ir::convert(g, prod, lowering::to_ir(dtype)), self, dtype, beta, alpha));
-  p.run();
-  return output;
+  return add_contraction(o, self, mat, vec, {1}, {0}, {mat.size(0)}, mat.scalar_type(), beta, alpha);
 }
-at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const c10::Scalar& beta,
-                 const c10::Scalar& alpha) {
-  return addmv_op("addmv", self, mat, vec, beta, alpha, nullptr, false);
-}
-at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const c10::Scalar& beta,
-                      const c10::Scalar& alpha, at::Tensor& out) {
-  addmv_op("addmv.out", self, mat, vec, beta, alpha, &out, false);
-  return out;
-}
-at::Tensor& addmv_inplace(at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const c10::Scalar& beta,
-                          const c10::Scalar& alpha) {
-  addmv_op("addmv_", self, mat, vec, beta, alpha, &self, true);
-  return self;
-}
+constexpr auto addmv = functional_overload<addmv_op, "addmv">;
+constexpr auto addmv_out = out_overload<addmv_op, "addmv.out">;
+constexpr auto addmv_inplace = inplace_overload<addmv_op, "addmv_">;
 
 // beta * self + alpha * sum over the batch of batch1[i] @ batch2[i]: one
 // contraction over both the batch and the inner dim.
-at::Tensor addbmm_op(const char* name, const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
-                     const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor* out, bool inplace) {
+at::Tensor addbmm_op(Overload o, const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                     const c10::Scalar& beta, const c10::Scalar& alpha) {
   TORCH_CHECK(b1.dim() == 3, "batch1 must be a 3D tensor");
   TORCH_CHECK(b2.dim() == 3, "batch2 must be a 3D tensor");
   TORCH_CHECK(b1.size(0) == b2.size(0), "batch1 and batch2 must have same number of batches, got ", b1.size(0),
@@ -201,31 +177,11 @@ at::Tensor addbmm_op(const char* name, const at::Tensor& self, const at::Tensor&
   c10::DimVector shape{b1.size(1), b2.size(2)};
   TORCH_CHECK(at::is_expandable_to(self.sizes(), shape), "The expanded size of the tensor (", shape,
               ") must match the existing size (", self.sizes(), ")");
-  c10::ScalarType dtype = self.scalar_type();
-  c10::DeviceGuard guard(b1.device());
-  at::Tensor output = prepare_output(name, out, shape, dtype, b1.device(), inplace);
-  if (output.numel() == 0) return output;
-  Program p(name, b1.device());
-  ir::Graph& g = p.graph();
-  ir::Value prod = lowering::contract(g, p.read(b1), p.read(b2), {}, {}, {0, 2}, {0, 1}, accumulate_type(dtype));
-  p.write(output, add_scaled(p, ir::convert(g, prod, lowering::to_ir(dtype)), self, dtype, beta, alpha));
-  p.run();
-  return output;
+  return add_contraction(o, self, b1, b2, {0, 2}, {0, 1}, shape, self.scalar_type(), beta, alpha);
 }
-at::Tensor addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
-                  const c10::Scalar& alpha) {
-  return addbmm_op("addbmm", self, b1, b2, beta, alpha, nullptr, false);
-}
-at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
-                       const c10::Scalar& alpha, at::Tensor& out) {
-  addbmm_op("addbmm.out", self, b1, b2, beta, alpha, &out, false);
-  return out;
-}
-at::Tensor& addbmm_inplace(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const c10::Scalar& beta,
-                           const c10::Scalar& alpha) {
-  addbmm_op("addbmm_", self, b1, b2, beta, alpha, &self, true);
-  return self;
-}
+constexpr auto addbmm = functional_overload<addbmm_op, "addbmm">;
+constexpr auto addbmm_out = out_overload<addbmm_op, "addbmm.out">;
+constexpr auto addbmm_inplace = inplace_overload<addbmm_op, "addbmm_">;
 
 at::Tensor linalg_cross_op(const at::Tensor& self, const at::Tensor& other, int64_t dim, const at::Tensor* out) {
   TORCH_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of dimensions.");
