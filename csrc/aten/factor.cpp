@@ -59,6 +59,24 @@ namespace lw = lowering;
 #define CPU_IF_COMPLEX(t, OP, ...) \
   if ((t).is_complex()) return at::native::call_fallback_fn<&cpu_fallback_for_complex, OP>::call(__VA_ARGS__)
 
+// ATen's functional and out= overloads of `at::Tensor kernel(at::Tensor* out,
+// const at::Tensor& first, Args...)`, a tpu kernel for real inputs: complex
+// ones (by the first argument's dtype) run ATen's CPU kernel, Op or OutOp.
+template <auto kKernel, typename Op, typename OutOp, typename Kernel = decltype(kKernel)>
+struct RealOnTpu;
+template <auto kKernel, typename Op, typename OutOp, typename... Args>
+struct RealOnTpu<kKernel, Op, OutOp, at::Tensor (*)(at::Tensor*, const at::Tensor&, Args...)> {
+  static at::Tensor functional(const at::Tensor& first, Args... args) {
+    CPU_IF_COMPLEX(first, Op, first, args...);
+    return kKernel(nullptr, first, args...);
+  }
+  static at::Tensor& out(const at::Tensor& first, Args... args, at::Tensor& out) {
+    CPU_IF_COMPLEX(first, OutOp, first, args..., out);
+    kKernel(&out, first, args...);
+    return out;
+  }
+};
+
 // ------------------------------------------------------------ checks (ATen's messages)
 
 void check_matrix(const at::Tensor& A, const char* name, const char* arg = "A") {
@@ -187,7 +205,7 @@ std::tuple<at::Tensor&, at::Tensor&> linalg_cholesky_ex_out(const at::Tensor& A,
   return {L, info};
 }
 
-at::Tensor cholesky_legacy_op(const at::Tensor& A, bool upper, at::Tensor* out) {
+at::Tensor cholesky_legacy_op(at::Tensor* out, const at::Tensor& A, bool upper) {
   if (A.numel() == 0) {  // ATen returns before any check
     at::Tensor r = output("cholesky", out, A.sizes(), A.scalar_type(), A.device());
     return r;
@@ -198,18 +216,12 @@ at::Tensor cholesky_legacy_op(const at::Tensor& A, bool upper, at::Tensor* out) 
   at::_linalg_check_errors(info, "cholesky", A.dim() == 2);
   return L;
 }
-at::Tensor cholesky(const at::Tensor& A, bool upper) {
-  CPU_IF_COMPLEX(A, ATEN_OP(cholesky), A, upper);
-  return cholesky_legacy_op(A, upper, nullptr);
-}
-at::Tensor& cholesky_out(const at::Tensor& A, bool upper, at::Tensor& out) {
-  CPU_IF_COMPLEX(A, ATEN_OP2(cholesky, out), A, upper, out);
-  cholesky_legacy_op(A, upper, &out);
-  return out;
-}
+using Cholesky = RealOnTpu<cholesky_legacy_op, ATEN_OP(cholesky), ATEN_OP2(cholesky, out)>;
+constexpr auto cholesky = Cholesky::functional;
+constexpr auto cholesky_out = Cholesky::out;
 
 // B and A arrive with broadcast batch dims (cholesky_solve's composite).
-at::Tensor cholesky_solve_helper_op(const at::Tensor& B, const at::Tensor& A, bool upper, at::Tensor* out) {
+at::Tensor cholesky_solve_helper_op(at::Tensor* out, const at::Tensor& B, const at::Tensor& A, bool upper) {
   check_kernel_dtype(B, "cholesky_solve_cpu");
   c10::DeviceGuard guard(B.device());
   at::Tensor X = output("cholesky_solve", out, B.sizes(), B.scalar_type(), B.device());
@@ -220,17 +232,12 @@ at::Tensor cholesky_solve_helper_op(const at::Tensor& B, const at::Tensor& A, bo
   });
   return X;
 }
-at::Tensor cholesky_solve_helper(const at::Tensor& B, const at::Tensor& A, bool upper) {
-  CPU_IF_COMPLEX(B, ATEN_OP(_cholesky_solve_helper), B, A, upper);
-  return cholesky_solve_helper_op(B, A, upper, nullptr);
-}
-at::Tensor& cholesky_solve_helper_out(const at::Tensor& B, const at::Tensor& A, bool upper, at::Tensor& out) {
-  CPU_IF_COMPLEX(B, ATEN_OP2(_cholesky_solve_helper, out), B, A, upper, out);
-  cholesky_solve_helper_op(B, A, upper, &out);
-  return out;
-}
+using CholeskySolveHelper =
+    RealOnTpu<cholesky_solve_helper_op, ATEN_OP(_cholesky_solve_helper), ATEN_OP2(_cholesky_solve_helper, out)>;
+constexpr auto cholesky_solve_helper = CholeskySolveHelper::functional;
+constexpr auto cholesky_solve_helper_out = CholeskySolveHelper::out;
 
-at::Tensor cholesky_inverse_op(const at::Tensor& L, bool upper, at::Tensor* out) {
+at::Tensor cholesky_inverse_op(at::Tensor* out, const at::Tensor& L, bool upper) {
   check_square(L, "cholesky_inverse", "input");
   check_kernel_dtype(L, "cholesky_inverse_out_cpu");
   c10::DeviceGuard guard(L.device());
@@ -242,15 +249,9 @@ at::Tensor cholesky_inverse_op(const at::Tensor& L, bool upper, at::Tensor* out)
   });
   return X;
 }
-at::Tensor cholesky_inverse(const at::Tensor& L, bool upper) {
-  CPU_IF_COMPLEX(L, ATEN_OP(cholesky_inverse), L, upper);
-  return cholesky_inverse_op(L, upper, nullptr);
-}
-at::Tensor& cholesky_inverse_out(const at::Tensor& L, bool upper, at::Tensor& out) {
-  CPU_IF_COMPLEX(L, ATEN_OP2(cholesky_inverse, out), L, upper, out);
-  cholesky_inverse_op(L, upper, &out);
-  return out;
-}
+using CholeskyInverse = RealOnTpu<cholesky_inverse_op, ATEN_OP(cholesky_inverse), ATEN_OP2(cholesky_inverse, out)>;
+constexpr auto cholesky_inverse = CholeskyInverse::functional;
+constexpr auto cholesky_inverse_out = CholeskyInverse::out;
 
 // ------------------------------------------------------------ triangular solves
 
@@ -651,7 +652,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_solve_ex_o
 
 // ------------------------------------------------------------ matrix exponential
 
-at::Tensor matrix_exp_op(const at::Tensor& A, at::Tensor* out) {
+at::Tensor matrix_exp_op(at::Tensor* out, const at::Tensor& A) {
   const char* name = "linalg.matrix_exp";
   check_square(A, name);
   check_floating(A, name);
@@ -660,15 +661,9 @@ at::Tensor matrix_exp_op(const at::Tensor& A, at::Tensor* out) {
   run(name, A.device().index(), {r}, [&](Program& p, ir::Graph& g) { return Values{lw::matrix_exp(g, p.read(A))}; });
   return r;
 }
-at::Tensor linalg_matrix_exp(const at::Tensor& A) {
-  CPU_IF_COMPLEX(A, ATEN_OP(linalg_matrix_exp), A);
-  return matrix_exp_op(A, nullptr);
-}
-at::Tensor& linalg_matrix_exp_out(const at::Tensor& A, at::Tensor& out) {
-  CPU_IF_COMPLEX(A, ATEN_OP2(linalg_matrix_exp, out), A, out);
-  matrix_exp_op(A, &out);
-  return out;
-}
+using MatrixExp = RealOnTpu<matrix_exp_op, ATEN_OP(linalg_matrix_exp), ATEN_OP2(linalg_matrix_exp, out)>;
+constexpr auto linalg_matrix_exp = MatrixExp::functional;
+constexpr auto linalg_matrix_exp_out = MatrixExp::out;
 
 }  // namespace
 
