@@ -639,39 +639,25 @@ void check_softshrink(const at::Tensor& self, const c10::Scalar& lambd) {
   TORCH_CHECK(l >= 0 && l <= top, "lambda must be in range [0, ", top, "] for input dtype ", t, ", but found ", l);
 }
 
-at::Tensor hardshrink(const at::Tensor& self, const c10::Scalar& lambd) {
-  return unary_activation("hardshrink", "hardshrink_cpu", self, {lambd}, build_shrink(true), nullptr, false);
+// hardshrink (kHard) and softshrink, whose lambda must also fit the dtype.
+template <bool kHard>
+at::Tensor shrink_op(Overload o, const at::Tensor& self, const c10::Scalar& lambd) {
+  if (!kHard) check_softshrink(self, lambd);
+  return unary_activation(kHard ? "hardshrink" : "softshrink", kHard ? "hardshrink_cpu" : "softshrink_cpu", self,
+                          {lambd}, build_shrink(kHard), o.out, false);
 }
-at::Tensor& hardshrink_out(const at::Tensor& self, const c10::Scalar& lambd, at::Tensor& out) {
-  unary_activation("hardshrink", "hardshrink_cpu", self, {lambd}, build_shrink(true), &out, false);
-  return out;
+constexpr auto hardshrink = functional_overload<shrink_op<true>, "hardshrink">;
+constexpr auto hardshrink_out = out_overload<shrink_op<true>, "hardshrink.out">;
+constexpr auto softshrink = functional_overload<shrink_op<false>, "softshrink">;
+constexpr auto softshrink_out = out_overload<shrink_op<false>, "softshrink.out">;
+template <bool kHard>
+at::Tensor shrink_backward_op(Overload o, const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd) {
+  return activation_gradient(o.name, grad, self, {lambd}, build_shrink_backward(kHard), o.out);
 }
-at::Tensor hardshrink_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd) {
-  return activation_gradient("hardshrink_backward", grad, self, {lambd}, build_shrink_backward(true), nullptr);
-}
-at::Tensor& hardshrink_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd,
-                                    at::Tensor& grad_input) {
-  activation_gradient("hardshrink_backward.grad_input", grad, self, {lambd}, build_shrink_backward(true), &grad_input);
-  return grad_input;
-}
-at::Tensor softshrink(const at::Tensor& self, const c10::Scalar& lambd) {
-  check_softshrink(self, lambd);
-  return unary_activation("softshrink", "softshrink_cpu", self, {lambd}, build_shrink(false), nullptr, false);
-}
-at::Tensor& softshrink_out(const at::Tensor& self, const c10::Scalar& lambd, at::Tensor& out) {
-  check_softshrink(self, lambd);
-  unary_activation("softshrink", "softshrink_cpu", self, {lambd}, build_shrink(false), &out, false);
-  return out;
-}
-at::Tensor softshrink_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd) {
-  return activation_gradient("softshrink_backward", grad, self, {lambd}, build_shrink_backward(false), nullptr);
-}
-at::Tensor& softshrink_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd,
-                                    at::Tensor& grad_input) {
-  activation_gradient("softshrink_backward.grad_input", grad, self, {lambd}, build_shrink_backward(false),
-                      &grad_input);
-  return grad_input;
-}
+constexpr auto hardshrink_backward = functional_overload<shrink_backward_op<true>, "hardshrink_backward">;
+constexpr auto hardshrink_backward_out = out_overload<shrink_backward_op<true>, "hardshrink_backward.grad_input">;
+constexpr auto softshrink_backward = functional_overload<shrink_backward_op<false>, "softshrink_backward">;
+constexpr auto softshrink_backward_out = out_overload<shrink_backward_op<false>, "softshrink_backward.grad_input">;
 
 // threshold compares and substitutes in self's own dtype (ATen casts both Scalars to it).
 at::Tensor threshold_op(Overload o, const at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value) {
