@@ -15,6 +15,10 @@ Workloads:
 - decode: a Hugging Face Llama (tiny config) decoding one token at a time with
   its KV cache, greedy, the token read every step (as generate() does), 64
   steps from a one-token prompt.
+- generate: Hugging Face's generate with a static cache on the same Llama, 32 new
+  tokens from an 8-token prompt per step (tokens/s in the results); on tpu
+  Transformers compiles the decode step itself with backend "tpu", on the CPU
+  inductor does when asked (mode inductor), cpu does not compile.
 - ops: single ops on 4x4 tensors: host time per op
   in CPU eager, strict (a cache hit, launch included) and fused (recorded only;
   the cut is timed apart).
@@ -24,7 +28,7 @@ same batches) and runs them block by block in turn (2 x --blocks blocks of
 --block-steps steps, alternating order), so that ratios are taken between blocks
 measured seconds apart under the same load: each ratio is the median of the
 per-block ratios. jax is the whole gpt-nano step jitted as one XLA program
-(bench/jax_reference.py); decode has no jax reference.
+(bench/jax_reference.py); decode and generate have no jax reference.
 
 --profile samples each tpu mode's gpt-nano steps with py-spy (native frames)
 and sorts the samples into the parts of a step (python, dispatch, autograd,
@@ -47,10 +51,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import modes as bench_modes  # noqa: E402
 
-WORKLOADS = ("gpt-nano", "decode", "ops")
+WORKLOADS = ("gpt-nano", "decode", "generate", "ops")
 MODES = ("cpu", "inductor", "jax", "strict", "fused", "compiled")
 TPU_MODES = ("strict", "fused", "compiled")
 DECODE_TOKENS = 64
+GENERATE_TOKENS = 32  # new tokens per generate call
 OP_REPEATS = 100  # ops of one kind per block step: fused records them into one graph
 CHILD_TIMEOUT_S = 1500
 
@@ -160,6 +165,42 @@ def _decode_runner(mode, tokens):
         tokens.append(int(state["token"]))  # generate() reads each token (stopping criteria)
         state["position"] += 1
         state["left"] -= 1
+
+    def run(n):
+        _set_mode(mode)
+        for _ in range(n):
+            step()
+        _sync(mode)
+    return run
+
+
+def _generate_runner(mode, tokens):
+    """run(n): n calls of Hugging Face's generate with a static cache, GENERATE_TOKENS new
+    tokens from an 8-token prompt. On tpu Transformers compiles the decode step itself
+    (backend "tpu", static shapes) and runs the prefill eagerly in the mode; inductor is
+    the same compile of the decode step on the CPU; cpu is generate without compiling."""
+    import torch
+    import transformers
+
+    if mode == "compiled":
+        raise ValueError("Transformers compiles generate's decode step itself: see strict and fused")
+    device = "tpu" if mode in TPU_MODES else "cpu"
+    _set_mode(mode)
+    model = _llama(device)
+    config = transformers.GenerationConfig(max_new_tokens=GENERATE_TOKENS, min_new_tokens=GENERATE_TOKENS,
+                                           do_sample=False, pad_token_id=0)
+    if mode == "cpu":
+        config.disable_compile = True
+    elif mode == "inductor":
+        config.compile_config = transformers.CompileConfig(backend="inductor", mode="default", dynamic=False)
+        config.compile_config._compile_all_devices = True  # Transformers compiles on accelerators only
+    prompt = (torch.arange(8) * 5 % 60 + 2).view(1, 8).to(device)
+
+    @torch.no_grad()
+    def step():
+        cache = transformers.StaticCache(config=model.config, max_cache_len=GENERATE_TOKENS + 8)
+        out = model.generate(prompt, generation_config=config, cache=cache)
+        tokens.extend(out[0, 8:].tolist())
 
     def run(n):
         _set_mode(mode)
@@ -286,7 +327,7 @@ def _workload_child(args):
                         per_op[op][mode + "_over_cpu"] = per_op[op][mode + "_us"] / per_op[op]["cpu_us"]
             record["per_op"] = per_op
             return finish("ok")
-        make = _gpt_nano_runner if args.workload == "gpt-nano" else _decode_runner
+        make = {"gpt-nano": _gpt_nano_runner, "decode": _decode_runner, "generate": _generate_runner}[args.workload]
         for mode in args.modes:
             if mode == "jax" and args.workload != "gpt-nano":
                 errors[mode] = "no jax reference for this workload"
@@ -299,10 +340,13 @@ def _workload_child(args):
                 runners.pop(mode, None)
                 errors[mode] = "%s: %s" % (type(e).__name__, str(e)[:1000])
         warmup = DECODE_TOKENS if args.workload == "decode" else 3
-        times = _interleave(runners, args.blocks, args.block_steps, warmup)
+        block_steps = max(1, args.block_steps // 10) if args.workload == "generate" else args.block_steps
+        times = _interleave(runners, args.blocks, block_steps, warmup)
         record["errors"] = errors
         record["step_s"] = times
         record["step_median_ms"] = {m: statistics.median(v) * 1e3 for m, v in times.items()}
+        if args.workload == "generate":
+            record["tokens_per_s"] = {m: GENERATE_TOKENS / statistics.median(v) for m, v in times.items()}
         pairs = [(m, base) for m in ("strict", "fused", "compiled") for base in ("cpu", "inductor", "jax")]
         pairs += [("fused", "strict"), ("compiled", "strict"), ("inductor", "cpu"), ("jax", "cpu")]
         record["ratios"] = _block_ratios(times, pairs)
@@ -418,7 +462,7 @@ def _chart(report, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [w for w in ("gpt-nano", "decode") if report["results"].get(w, {}).get("status") == "ok"]
+    panels = [w for w in ("gpt-nano", "decode", "generate") if report["results"].get(w, {}).get("status") == "ok"]
     ops = report["results"].get("ops", {}).get("per_op")
     fig, axes = plt.subplots(1, len(panels) + bool(ops), figsize=(5 * (len(panels) + bool(ops)), 4), squeeze=False)
     for ax, workload in zip(axes[0], panels):

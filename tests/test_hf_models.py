@@ -126,6 +126,40 @@ def test_generate_in_fused_mode():
 # ------------------------------------------------------------ the report over every causal LM
 # (python -m torch_tpu.tools.hf_report; CI runs this slice of it)
 
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_static_cache_generate_compiles_one_decode_program_for_every_prompt(mode):
+    """Transformers compiles the decode step on tpu itself (backend "tpu", static shapes)
+    when the cache is static. With one cache size and prompts left-padded to a multiple
+    of 16, a new prompt or output length compiles nothing: one decode program, and the
+    prefill's programs once per padded length."""
+    from transformers import StaticCache
+    from torch_tpu import _compile
+    cpu, tpu = build(AutoModelForCausalLM, "llama", **CAUSAL_LMS["llama"])
+    cpu.generation_config.pad_token_id = tpu.generation_config.pad_token_id = 0
+    torch._dynamo.reset()
+
+    def generate(model, ids, new, device):
+        pad = -ids.shape[1] % 16
+        ids = torch.nn.functional.pad(ids, (pad, 0))
+        mask = (torch.arange(ids.shape[1]) >= pad).long().expand_as(ids)
+        cache = StaticCache(config=model.config, max_cache_len=64)
+        return model.generate(ids.to(device), attention_mask=mask.to(device), cache=cache,
+                              max_new_tokens=new, do_sample=False, min_new_tokens=new).cpu()
+
+    with torch_tpu.eager_mode(mode):
+        before = _compile.stats()["compiled_graphs"]
+        for length, new in ((5, 8), (12, 12), (20, 8), (9, 12), (30, 8)):
+            if length == 9:  # both padded lengths (16, 32) and both output lengths seen
+                programs = torch_tpu.metrics()["compiles"]
+                graphs = _compile.stats()["compiled_graphs"]
+            ids = tokens((2, length), seed=length)
+            assert torch.equal(generate(tpu, ids, new, "tpu"), generate(cpu, ids, new, "cpu"))
+        assert graphs - before == 1  # the decode step
+        assert _compile.stats()["compiled_graphs"] == graphs
+        assert torch_tpu.metrics()["compiles"] == programs
+    torch._dynamo.reset()
+
+
 def test_report_runs_a_mixture_of_experts_model_natively():
     # afmoe: a zero-initialised router (hence the report's jitter), tokens sorted per expert,
     # counted with an integer histc and multiplied with torch._grouped_mm, as off the CPU.
