@@ -33,18 +33,6 @@ void check(const PJRT_Api* api, PJRT_Error* error, const char* what) {
   throw Error(std::string(what) + ": " + text, code);
 }
 
-// Runs a constructor's `init`; when it throws, `destroy` releases the PJRT
-// handle first (the destructor does not run when a constructor throws).
-template <typename Init, typename Destroy>
-void init_or_destroy(Init init, Destroy destroy) {
-  try {
-    init();
-  } catch (...) {
-    destroy();
-    throw;
-  }
-}
-
 // Runs `use` on the PJRT_Executable behind `loaded` (it returns its call's
 // error) and releases that executable before raising the error, if any.
 template <typename Use>
@@ -122,47 +110,41 @@ bool Plugin::has_entry(size_t field_offset) const {
 
 // ---------------------------------------------------------------- Event
 
-Event::Event(std::shared_ptr<Plugin> plugin, PJRT_Event* event)
-    : plugin_(std::move(plugin)), event_(event) {}
-
-Event::~Event() {
-  if (event_ == nullptr) return;
+void release(const PJRT_Api* api, PJRT_Event* event) {
+  if (event == nullptr) return;
   PJRT_Event_Destroy_Args args{};
   args.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE;
-  args.event = event_;
-  plugin_->api()->PJRT_Event_Destroy(&args);  // cannot throw from a destructor
+  args.event = event;
+  api->PJRT_Event_Destroy(&args);  // cannot throw from a destructor
 }
 
 bool Event::is_ready() const {
-  if (event_ == nullptr) return true;  // nothing was pending
+  if (handle_ == nullptr) return true;  // nothing was pending
   PJRT_Event_IsReady_Args args{};
   args.struct_size = PJRT_Event_IsReady_Args_STRUCT_SIZE;
-  args.event = event_;
+  args.event = handle_;
   check(plugin_->api(), plugin_->api()->PJRT_Event_IsReady(&args), "PJRT_Event_IsReady");
   return args.is_ready;
 }
 
 void Event::await() const {
-  if (event_ == nullptr) return;
+  if (handle_ == nullptr) return;
   PJRT_Event_Await_Args args{};
   args.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;
-  args.event = event_;
+  args.event = handle_;
   check(plugin_->api(), plugin_->api()->PJRT_Event_Await(&args), "device execution failed");
 }
 
 // ---------------------------------------------------------------- Buffer
 
-Buffer::Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer)
-    : plugin_(std::move(plugin)), buffer_(buffer) {}
-
-Buffer::~Buffer() {
+void release(const PJRT_Api* api, PJRT_Buffer* buffer) {
   PJRT_Buffer_Destroy_Args args{};
   args.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
-  PJRT_Error* error = plugin_->api()->PJRT_Buffer_Destroy(&args);
+  args.buffer = buffer;
+  PJRT_Error* error = api->PJRT_Buffer_Destroy(&args);
   if (error != nullptr) {
     try {
-      check(plugin_->api(), error, "PJRT_Buffer_Destroy");
+      check(api, error, "PJRT_Buffer_Destroy");
     } catch (const Error&) {
       // Nothing sensible to do while destroying; the message is dropped.
     }
@@ -172,7 +154,7 @@ Buffer::~Buffer() {
 ElementType Buffer::element_type() const {
   PJRT_Buffer_ElementType_Args args{};
   args.struct_size = PJRT_Buffer_ElementType_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
+  args.buffer = handle_;
   check(plugin_->api(), plugin_->api()->PJRT_Buffer_ElementType(&args), "PJRT_Buffer_ElementType");
   return static_cast<ElementType>(args.type);
 }
@@ -180,7 +162,7 @@ ElementType Buffer::element_type() const {
 std::vector<int64_t> Buffer::dimensions() const {
   PJRT_Buffer_Dimensions_Args args{};
   args.struct_size = PJRT_Buffer_Dimensions_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
+  args.buffer = handle_;
   check(plugin_->api(), plugin_->api()->PJRT_Buffer_Dimensions(&args), "PJRT_Buffer_Dimensions");
   return std::vector<int64_t>(args.dims, args.dims + args.num_dims);
 }
@@ -188,7 +170,7 @@ std::vector<int64_t> Buffer::dimensions() const {
 size_t Buffer::on_device_size() const {
   PJRT_Buffer_OnDeviceSizeInBytes_Args args{};
   args.struct_size = PJRT_Buffer_OnDeviceSizeInBytes_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
+  args.buffer = handle_;
   check(plugin_->api(), plugin_->api()->PJRT_Buffer_OnDeviceSizeInBytes(&args),
         "PJRT_Buffer_OnDeviceSizeInBytes");
   return args.on_device_size_in_bytes;
@@ -202,7 +184,7 @@ std::unique_ptr<Event> Buffer::to_host_async(void* dst, size_t size) const {
   }
   PJRT_Buffer_ToHostBuffer_Args args{};
   args.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
-  args.src = buffer_;
+  args.src = handle_;
   args.dst = dst;
   args.dst_size = size;
   check(plugin_->api(), plugin_->api()->PJRT_Buffer_ToHostBuffer(&args), "PJRT_Buffer_ToHostBuffer");
@@ -212,7 +194,7 @@ std::unique_ptr<Event> Buffer::to_host_async(void* dst, size_t size) const {
 std::unique_ptr<Event> Buffer::ready_event() const {
   PJRT_Buffer_ReadyEvent_Args args{};
   args.struct_size = PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
+  args.buffer = handle_;
   check(plugin_->api(), plugin_->api()->PJRT_Buffer_ReadyEvent(&args), "PJRT_Buffer_ReadyEvent");
   return std::make_unique<Event>(plugin_, args.event);
 }
@@ -220,28 +202,26 @@ std::unique_ptr<Event> Buffer::ready_event() const {
 // ---------------------------------------------------------------- Executable
 
 Executable::Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe)
-    : plugin_(std::move(plugin)), exe_(exe) {
-  init_or_destroy([&] { read_num_outputs(); }, [&] { destroy(); });
+    : PluginObject(std::move(plugin), exe) {
+  read_num_outputs();
 }
 
 void Executable::read_num_outputs() {
   const PJRT_Api* api = plugin_->api();
   PJRT_Executable_NumOutputs_Args num{};
   num.struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE;
-  with_executable(api, exe_, "PJRT_Executable_NumOutputs", [&](PJRT_Executable* executable) {
+  with_executable(api, handle_, "PJRT_Executable_NumOutputs", [&](PJRT_Executable* executable) {
     num.executable = executable;
     return api->PJRT_Executable_NumOutputs(&num);
   });
   num_outputs_ = num.num_outputs;
 }
 
-Executable::~Executable() { destroy(); }
-
-void Executable::destroy() {
+void release(const PJRT_Api* api, PJRT_LoadedExecutable* executable) {
   PJRT_LoadedExecutable_Destroy_Args args{};
   args.struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE;
-  args.executable = exe_;
-  plugin_->api()->PJRT_LoadedExecutable_Destroy(&args);
+  args.executable = executable;
+  api->PJRT_LoadedExecutable_Destroy(&args);
 }
 
 std::vector<std::unique_ptr<Buffer>> Executable::execute(
@@ -254,7 +234,7 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(
   PJRT_Buffer** out_list = outputs.data();
   PJRT_LoadedExecutable_Execute_Args exec{};
   exec.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
-  exec.executable = exe_;
+  exec.executable = handle_;
   exec.options = &options;
   exec.argument_lists = &arg_list;
   exec.num_devices = 1;
@@ -272,7 +252,7 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(
 std::string Executable::serialize() const {
   const PJRT_Api* api = plugin_->api();
   std::string bytes;
-  with_executable(api, exe_, "PJRT_Executable_Serialize", [&](PJRT_Executable* executable) {
+  with_executable(api, handle_, "PJRT_Executable_Serialize", [&](PJRT_Executable* executable) {
     PJRT_Executable_Serialize_Args ser{};
     ser.struct_size = PJRT_Executable_Serialize_Args_STRUCT_SIZE;
     ser.executable = executable;
@@ -308,26 +288,26 @@ std::unique_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin, const std
 }
 
 Client::Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client)
-    : plugin_(std::move(plugin)), client_(client) {
-  init_or_destroy([&] { describe(); }, [&] { destroy(); });
+    : PluginObject(std::move(plugin), client) {
+  describe();
 }
 
 void Client::describe() {
   const PJRT_Api* api = plugin_->api();
   PJRT_Client_PlatformName_Args name{};
   name.struct_size = PJRT_Client_PlatformName_Args_STRUCT_SIZE;
-  name.client = client_;
+  name.client = handle_;
   check(api, api->PJRT_Client_PlatformName(&name), "PJRT_Client_PlatformName");
   platform_name_.assign(name.platform_name, name.platform_name_size);
   PJRT_Client_PlatformVersion_Args version{};
   version.struct_size = PJRT_Client_PlatformVersion_Args_STRUCT_SIZE;
-  version.client = client_;
+  version.client = handle_;
   check(api, api->PJRT_Client_PlatformVersion(&version), "PJRT_Client_PlatformVersion");
   platform_version_.assign(version.platform_version, version.platform_version_size);
 
   PJRT_Client_AddressableDevices_Args devs{};
   devs.struct_size = PJRT_Client_AddressableDevices_Args_STRUCT_SIZE;
-  devs.client = client_;
+  devs.client = handle_;
   check(api, api->PJRT_Client_AddressableDevices(&devs), "PJRT_Client_AddressableDevices");
   for (size_t i = 0; i < devs.num_addressable_devices; ++i) {
     PJRT_Device* device = devs.addressable_devices[i];
@@ -373,7 +353,7 @@ bool Client::dma_map(void* data, size_t size) const {
     return false;
   PJRT_Client_DmaMap_Args args{};
   args.struct_size = PJRT_Client_DmaMap_Args_STRUCT_SIZE;
-  args.client = client_;
+  args.client = handle_;
   args.data = data;
   args.size = size;
   try {
@@ -389,7 +369,7 @@ void Client::dma_unmap(void* data) const {
   const PJRT_Api* api = plugin_->api();
   PJRT_Client_DmaUnmap_Args args{};
   args.struct_size = PJRT_Client_DmaUnmap_Args_STRUCT_SIZE;
-  args.client = client_;
+  args.client = handle_;
   args.data = data;
   try {
     check(api, api->PJRT_Client_DmaUnmap(&args), "PJRT_Client_DmaUnmap");
@@ -397,13 +377,11 @@ void Client::dma_unmap(void* data) const {
   }
 }
 
-Client::~Client() { destroy(); }
-
-void Client::destroy() {
+void release(const PJRT_Api* api, PJRT_Client* client) {
   PJRT_Client_Destroy_Args args{};
   args.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;
-  args.client = client_;
-  plugin_->api()->PJRT_Client_Destroy(&args);
+  args.client = client;
+  api->PJRT_Client_Destroy(&args);
 }
 
 std::unique_ptr<Executable> Client::compile(const std::string& mlir_module) const {
@@ -417,7 +395,7 @@ std::unique_ptr<Executable> Client::compile(const std::string& mlir_module) cons
   program.format_size = sizeof(kFormat) - 1;
   PJRT_Client_Compile_Args args{};
   args.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE;
-  args.client = client_;
+  args.client = handle_;
   args.program = &program;
   args.compile_options = default_compile_options().data();
   args.compile_options_size = default_compile_options().size();
@@ -429,7 +407,7 @@ std::unique_ptr<Executable> Client::deserialize(const std::string& bytes) const 
   const PJRT_Api* api = plugin_->api();
   PJRT_Executable_DeserializeAndLoad_Args args{};
   args.struct_size = PJRT_Executable_DeserializeAndLoad_Args_STRUCT_SIZE;
-  args.client = client_;
+  args.client = handle_;
   args.serialized_executable = bytes.data();
   args.serialized_executable_size = bytes.size();
   check(api, api->PJRT_Executable_DeserializeAndLoad(&args), "PJRT_Executable_DeserializeAndLoad");
@@ -442,7 +420,7 @@ std::unique_ptr<Buffer> Client::buffer_from_host(
   const PJRT_Api* api = plugin_->api();
   PJRT_Client_BufferFromHostBuffer_Args args{};
   args.struct_size = PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE;
-  args.client = client_;
+  args.client = handle_;
   args.data = data;
   args.type = static_cast<PJRT_Buffer_Type>(type);
   args.dims = dims.data();

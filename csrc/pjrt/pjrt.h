@@ -57,28 +57,40 @@ class Plugin {
   std::string path_;
 };
 
-class Event {
- public:
-  Event(std::shared_ptr<Plugin> plugin, PJRT_Event* event);
-  ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  bool is_ready() const;
-  void await() const;  // throws the event's error, if any
+// Each releases one kind of handle (defined in pjrt.cpp).
+void release(const PJRT_Api* api, PJRT_Event* event);
+void release(const PJRT_Api* api, PJRT_Buffer* buffer);
+void release(const PJRT_Api* api, PJRT_LoadedExecutable* executable);
+void release(const PJRT_Api* api, PJRT_Client* client);
 
- private:
+// What each PJRT object below holds: its handle, which it owns (released
+// here, also when the object's own constructor throws; not copyable), and
+// the plugin that made it, kept loaded while the object lives.
+template <typename Handle>
+class PluginObject {
+ public:
+  PluginObject(std::shared_ptr<Plugin> plugin, Handle* handle) : plugin_(std::move(plugin)), handle_(handle) {}
+  PluginObject(const PluginObject&) = delete;
+  PluginObject& operator=(const PluginObject&) = delete;
+
+ protected:
+  ~PluginObject() { release(plugin_->api(), handle_); }
   std::shared_ptr<Plugin> plugin_;
-  PJRT_Event* event_;
+  Handle* handle_;
 };
 
-class Buffer {
+class Event : public PluginObject<PJRT_Event> {
  public:
-  Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer);
-  ~Buffer();
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
+  using PluginObject::PluginObject;
+  bool is_ready() const;
+  void await() const;  // throws the event's error, if any
+};
 
-  PJRT_Buffer* raw() const { return buffer_; }
+class Buffer : public PluginObject<PJRT_Buffer> {
+ public:
+  using PluginObject::PluginObject;
+
+  PJRT_Buffer* raw() const { return handle_; }
   ElementType element_type() const;
   std::vector<int64_t> dimensions() const;
   size_t on_device_size() const;
@@ -86,18 +98,11 @@ class Buffer {
   std::unique_ptr<Event> to_host_async(void* dst, size_t size) const;
   void to_host(void* dst, size_t size) const { to_host_async(dst, size)->await(); }
   std::unique_ptr<Event> ready_event() const;
-
- private:
-  std::shared_ptr<Plugin> plugin_;
-  PJRT_Buffer* buffer_;
 };
 
-class Executable {
+class Executable : public PluginObject<PJRT_LoadedExecutable> {
  public:
   Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe);
-  ~Executable();
-  Executable(const Executable&) = delete;
-  Executable& operator=(const Executable&) = delete;
 
   size_t num_outputs() const { return num_outputs_; }
   // Launches asynchronously on `device`; outputs become ready when the
@@ -108,9 +113,6 @@ class Executable {
 
  private:
   void read_num_outputs();
-  void destroy();
-  std::shared_ptr<Plugin> plugin_;
-  PJRT_LoadedExecutable* exe_;
   size_t num_outputs_ = 0;
 };
 
@@ -131,13 +133,10 @@ struct MemoryStats {
 // only kind torch_tpu passes, e.g. the XLA:CPU plugin's "cpu_device_count").
 using CreateOption = std::pair<std::string, int64_t>;
 
-class Client {
+class Client : public PluginObject<PJRT_Client> {
  public:
   static std::unique_ptr<Client> create(std::shared_ptr<Plugin> plugin,
                                         const std::vector<CreateOption>& options = {});
-  ~Client();
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
 
   const std::shared_ptr<Plugin>& plugin() const { return plugin_; }
   const std::string& platform_name() const { return platform_name_; }
@@ -162,9 +161,6 @@ class Client {
  private:
   Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client);
   void describe();
-  void destroy();
-  std::shared_ptr<Plugin> plugin_;
-  PJRT_Client* client_;
   std::string platform_name_;
   std::string platform_version_;
   std::vector<DeviceInfo> devices_;
