@@ -524,82 +524,66 @@ at::Tensor& adaptive_avg_pool3d_backward_out(const at::Tensor& grad_output, cons
 
 // ------------------------------------------------------------ adaptive max pooling
 
-std::tuple<at::Tensor, at::Tensor> adaptive_max_pool_impl(const char* name, int64_t k, const at::Tensor& self,
-                                                          at::IntArrayRef output_size, at::Tensor* out,
-                                                          at::Tensor* indices) {
+template <int k>
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool_op(Overload o, const at::Tensor& self,
+                                                        at::IntArrayRef output_size) {
   const char* base = k == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d";
   ir::Dims output(output_size.begin(), output_size.end());
   c10::DimVector shape = adaptive_shape(base, k, self, output);
   check_dtype(base, self, Ints::None);
   c10::DeviceGuard guard(self.device());
   at::Tensor values, index;
-  if (out == nullptr) {
+  if (o.out == nullptr) {
     values = empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
     index = empty_like_format(shape, self, c10::kLong, self.suggest_memory_format());
   } else {
-    values = prepare_output(name, out, shape, self.scalar_type(), self.device(), false);
-    index = prepare_output(name, indices, shape, c10::kLong, self.device(), false);
+    values = prepare_output(o.name, o.out, shape, self.scalar_type(), self.device(), false);
+    index = prepare_output(o.name, o.out2, shape, c10::kLong, self.device(), false);
   }
   if (values.numel() == 0) return {values, index};
-  Program prog(name, self.device());
+  Program prog(o.name, self.device());
   lowering::MaxPoolResult r = lowering::adaptive_max_pool(prog.graph(), prog.read(self), output);
   prog.write(values, r.values);
   prog.write(index, r.indices);
   prog.run();
   return {values, index};
 }
-at::Tensor adaptive_max_pool_backward_impl(const char* name, int64_t k, const at::Tensor& grad_output,
-                                           const at::Tensor& self, const at::Tensor& indices, at::Tensor* out) {
-  TORCH_CHECK(grad_output.dim() == self.dim() && indices.sizes().equals(grad_output.sizes()), name,
+constexpr auto adaptive_max_pool2d = functional_overload<adaptive_max_pool_op<2>, "adaptive_max_pool2d">;
+constexpr auto adaptive_max_pool2d_out = out_overload<adaptive_max_pool_op<2>, "adaptive_max_pool2d.out">;
+constexpr auto adaptive_max_pool3d = functional_overload<adaptive_max_pool_op<3>, "adaptive_max_pool3d">;
+constexpr auto adaptive_max_pool3d_out = out_overload<adaptive_max_pool_op<3>, "adaptive_max_pool3d.out">;
+
+// The gradient of adaptive or fractional max pooling over k dims, from the
+// indices the forward chose.
+at::Tensor max_pool_indices_backward(Overload o, int64_t k, const at::Tensor& grad_output, const at::Tensor& self,
+                                     const at::Tensor& indices) {
+  TORCH_CHECK(grad_output.dim() == self.dim() && indices.sizes().equals(grad_output.sizes()), o.name,
               ": grad_output of shape ", grad_output.sizes(), " and indices of shape ", indices.sizes(),
               " for input of shape ", self.sizes());
   c10::DeviceGuard guard(self.device());
-  at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
+  at::Tensor grad_input = prepare_output(o.name, o.out, self.sizes(), grad_output.scalar_type(), self.device(), false);
   if (grad_input.numel() == 0) return grad_input;
   if (grad_output.numel() == 0) return grad_input.zero_();
-  Program prog(name, self.device());
+  Program prog(o.name, self.device());
   prog.write(grad_input, lowering::max_pool_backward(prog.graph(), prog.read(grad_output), prog.read(indices),
                                                      to_shape(self.sizes()), k,
                                                      accumulate_type(grad_output.scalar_type())));
   prog.run();
   return grad_input;
 }
-std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self, at::IntArrayRef output_size) {
-  return adaptive_max_pool_impl("adaptive_max_pool2d", 2, self, output_size, nullptr, nullptr);
+template <int k>
+at::Tensor adaptive_max_pool_backward_op(Overload o, const at::Tensor& grad_output, const at::Tensor& self,
+                                         const at::Tensor& indices) {
+  return max_pool_indices_backward(o, k, grad_output, self, indices);
 }
-std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool2d_out(const at::Tensor& self, at::IntArrayRef output_size,
-                                                             at::Tensor& out, at::Tensor& indices) {
-  adaptive_max_pool_impl("adaptive_max_pool2d.out", 2, self, output_size, &out, &indices);
-  return {out, indices};
-}
-at::Tensor adaptive_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
-                                        const at::Tensor& indices) {
-  return adaptive_max_pool_backward_impl("adaptive_max_pool2d_backward", 2, grad_output, self, indices, nullptr);
-}
-at::Tensor& adaptive_max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
-                                             const at::Tensor& indices, at::Tensor& grad_input) {
-  adaptive_max_pool_backward_impl("adaptive_max_pool2d_backward.grad_input", 2, grad_output, self, indices,
-                                  &grad_input);
-  return grad_input;
-}
-std::tuple<at::Tensor, at::Tensor> adaptive_max_pool3d(const at::Tensor& self, at::IntArrayRef output_size) {
-  return adaptive_max_pool_impl("adaptive_max_pool3d", 3, self, output_size, nullptr, nullptr);
-}
-std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool3d_out(const at::Tensor& self, at::IntArrayRef output_size,
-                                                             at::Tensor& out, at::Tensor& indices) {
-  adaptive_max_pool_impl("adaptive_max_pool3d.out", 3, self, output_size, &out, &indices);
-  return {out, indices};
-}
-at::Tensor adaptive_max_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self,
-                                        const at::Tensor& indices) {
-  return adaptive_max_pool_backward_impl("adaptive_max_pool3d_backward", 3, grad_output, self, indices, nullptr);
-}
-at::Tensor& adaptive_max_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
-                                             const at::Tensor& indices, at::Tensor& grad_input) {
-  adaptive_max_pool_backward_impl("adaptive_max_pool3d_backward.grad_input", 3, grad_output, self, indices,
-                                  &grad_input);
-  return grad_input;
-}
+constexpr auto adaptive_max_pool2d_backward =
+    functional_overload<adaptive_max_pool_backward_op<2>, "adaptive_max_pool2d_backward">;
+constexpr auto adaptive_max_pool2d_backward_out =
+    out_overload<adaptive_max_pool_backward_op<2>, "adaptive_max_pool2d_backward.grad_input">;
+constexpr auto adaptive_max_pool3d_backward =
+    functional_overload<adaptive_max_pool_backward_op<3>, "adaptive_max_pool3d_backward">;
+constexpr auto adaptive_max_pool3d_backward_out =
+    out_overload<adaptive_max_pool_backward_op<3>, "adaptive_max_pool3d_backward.grad_input">;
 
 // ------------------------------------------------------------ max_unpool
 
@@ -715,22 +699,6 @@ std::tuple<at::Tensor, at::Tensor> fractional_impl(const char* name, int64_t k, 
   prog.run();
   return {values, index};
 }
-at::Tensor fractional_backward_impl(const char* name, int64_t k, const at::Tensor& grad_output, const at::Tensor& self,
-                                    const at::Tensor& indices, at::Tensor* out) {
-  TORCH_CHECK(grad_output.dim() == self.dim() && indices.sizes().equals(grad_output.sizes()), name,
-              ": grad_output of shape ", grad_output.sizes(), " and indices of shape ", indices.sizes(),
-              " for input of shape ", self.sizes());
-  c10::DeviceGuard guard(self.device());
-  at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
-  if (grad_input.numel() == 0) return grad_input;
-  if (grad_output.numel() == 0) return grad_input.zero_();
-  Program prog(name, self.device());
-  prog.write(grad_input, lowering::max_pool_backward(prog.graph(), prog.read(grad_output), prog.read(indices),
-                                                     to_shape(self.sizes()), k,
-                                                     accumulate_type(grad_output.scalar_type())));
-  prog.run();
-  return grad_input;
-}
 // The four variants of fractional_max_pool{2,3}d, one template per variant over
 // the number of pooled dims: ATen's names for each (op, out=, backward, backward out=).
 template <int kDims>
@@ -762,13 +730,13 @@ template <int kDims>
 at::Tensor fractional_max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self,
                                         at::IntArrayRef kernel_size, at::IntArrayRef output_size,
                                         const at::Tensor& indices) {
-  return fractional_backward_impl(FractionalNames<kDims>::op[2], kDims, grad_output, self, indices, nullptr);
+  return max_pool_indices_backward({FractionalNames<kDims>::op[2]}, kDims, grad_output, self, indices);
 }
 template <int kDims>
 at::Tensor& fractional_max_pool_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
                                              at::IntArrayRef kernel_size, at::IntArrayRef output_size,
                                              const at::Tensor& indices, at::Tensor& grad_input) {
-  fractional_backward_impl(FractionalNames<kDims>::op[3], kDims, grad_output, self, indices, &grad_input);
+  max_pool_indices_backward({FractionalNames<kDims>::op[3], &grad_input}, kDims, grad_output, self, indices);
   return grad_input;
 }
 

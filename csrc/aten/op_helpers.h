@@ -11,6 +11,7 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "aten/program.h"
@@ -71,6 +72,7 @@ struct Overload {
   const char* name;
   at::Tensor* out = nullptr;
   bool inplace = false;
+  at::Tensor* out2 = nullptr;  // out='s second tensor, for ops with two results
 };
 
 // An op name as a template argument (C++20 class-type parameter): the
@@ -92,6 +94,14 @@ struct Overloads<kKernel, kName, at::Tensor (*)(Overload, Args...)> {
     return out;
   }
 };
+template <auto kKernel, OpName kName, typename... Args>
+struct Overloads<kKernel, kName, std::tuple<at::Tensor, at::Tensor> (*)(Overload, Args...)> {
+  static std::tuple<at::Tensor, at::Tensor> functional(Args... args) { return kKernel({kName.chars}, args...); }
+  static std::tuple<at::Tensor&, at::Tensor&> out(Args... args, at::Tensor& out, at::Tensor& out2) {
+    kKernel({kName.chars, &out, false, &out2}, args...);
+    return {out, out2};
+  }
+};
 template <auto kKernel, OpName kName, typename Kernel = decltype(kKernel)>
 struct InplaceOverload;
 template <auto kKernel, OpName kName, typename... Rest>
@@ -106,7 +116,8 @@ struct InplaceOverload<kKernel, kName, at::Tensor (*)(Overload, const at::Tensor
 // ATen's functional, out= and in-place overloads of one op, made from one
 // kernel `at::Tensor kernel(Overload, Args...)` whose Args are the functional
 // overload's: out= takes Args and then `out`, in-place writes its first
-// argument (self). kName is the overload's name as the kernel reports it.
+// argument (self). A kernel with two results returns a tuple; its out= takes
+// two tensors. kName is the overload's name as the kernel reports it.
 // Each is a function pointer for TORCH_LIBRARY_IMPL, named beside its kernel:
 //   constexpr auto glu_out = out_overload<glu_op, "glu.out">;
 template <auto kKernel, OpName kName>
