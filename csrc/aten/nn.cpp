@@ -929,6 +929,19 @@ at::Tensor& multi_margin_loss_out(const at::Tensor& self, const at::Tensor& targ
   multi_margin_op("multi_margin_loss.out", self, target, p, margin, weight, reduction, &out);
   return out;
 }
+// A margin loss's gradient for self: `build` gives it as [n, c]; it lands
+// in self's shape and dtype (nothing runs for an empty self).
+template <typename Build>
+at::Tensor margin_loss_input_grad(const char* name, at::Tensor* out, const at::Tensor& self, Build build) {
+  c10::DeviceGuard guard(self.device());
+  at::Tensor gi = output_for(name, out, self, self.sizes(), self.scalar_type());
+  if (gi.numel() == 0) return gi;
+  Program p(name, self.device());
+  ir::Value r = build(p, p.graph());
+  p.write(gi, ir::reshape(p.graph(), r, to_shape(self.sizes())));
+  p.run();
+  return gi;
+}
 at::Tensor multi_margin_backward_op(const char* name, const at::Tensor& grad, const at::Tensor& self,
                                     const at::Tensor& target, const c10::Scalar& p_, const c10::Scalar& margin,
                                     const OptTensor& weight, int64_t reduction, at::Tensor* out) {
@@ -936,21 +949,15 @@ at::Tensor multi_margin_backward_op(const char* name, const at::Tensor& grad, co
   TORCH_CHECK(pw == 1 || pw == 2, "only p == 1 and p == 2 supported");
   auto [n, c] = multi_margin_shape(self, target, weight);
   Reduction red = reduction_of(reduction);
-  c10::DeviceGuard guard(self.device());
-  at::Tensor gi = output_for(name, out, self, self.sizes(), self.scalar_type());
-  if (gi.numel() == 0) return gi;
-  Program p(name, self.device());
-  ir::Graph& g = p.graph();
-  ir::Value x = ir::reshape(g, p.read(self), {n, c});
-  ir::Value t = ir::reshape(g, p.read(target), {n});
-  ir::Value gv = ir::reshape(g, p.read(grad), red == Reduction::None ? ir::Shape{n} : ir::Shape{});
-  OptValue w;
-  if (defined(weight)) w = ir::reshape(g, p.read(*weight), {c});
-  ir::Value r = lowering::multi_margin_loss_backward(g, gv, x, t, pw, margin.to<double>(), w, red,
-                                                     ir_of(self.scalar_type()));
-  p.write(gi, ir::reshape(g, r, to_shape(self.sizes())));
-  p.run();
-  return gi;
+  return margin_loss_input_grad(name, out, self, [&](Program& p, ir::Graph& g) {
+    ir::Value x = ir::reshape(g, p.read(self), {n, c});
+    ir::Value t = ir::reshape(g, p.read(target), {n});
+    ir::Value gv = ir::reshape(g, p.read(grad), red == Reduction::None ? ir::Shape{n} : ir::Shape{});
+    OptValue w;
+    if (defined(weight)) w = ir::reshape(g, p.read(*weight), {c});
+    return lowering::multi_margin_loss_backward(g, gv, x, t, pw, margin.to<double>(), w, red,
+                                                ir_of(self.scalar_type()));
+  });
 }
 at::Tensor multi_margin_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                       const c10::Scalar& p, const c10::Scalar& margin, const OptTensor& weight,
@@ -1019,18 +1026,12 @@ at::Tensor multilabel_backward_op(const char* name, const at::Tensor& grad, cons
                                   const at::Tensor& target, int64_t reduction, at::Tensor* out) {
   auto [n, c] = multilabel_shape(self, target);
   Reduction red = reduction_of(reduction);
-  c10::DeviceGuard guard(self.device());
-  at::Tensor gi = output_for(name, out, self, self.sizes(), self.scalar_type());
-  if (gi.numel() == 0) return gi;
-  Program p(name, self.device());
-  ir::Graph& g = p.graph();
-  ir::Value gv = ir::reshape(g, p.read(grad), red == Reduction::None ? ir::Shape{n} : ir::Shape{});
-  ir::Value r = lowering::multilabel_margin_loss_backward(g, gv, ir::reshape(g, p.read(self), {n, c}),
-                                                          ir::reshape(g, p.read(target), {n, c}), red,
-                                                          ir_of(self.scalar_type()));
-  p.write(gi, ir::reshape(g, r, to_shape(self.sizes())));
-  p.run();
-  return gi;
+  return margin_loss_input_grad(name, out, self, [&](Program& p, ir::Graph& g) {
+    ir::Value gv = ir::reshape(g, p.read(grad), red == Reduction::None ? ir::Shape{n} : ir::Shape{});
+    return lowering::multilabel_margin_loss_backward(g, gv, ir::reshape(g, p.read(self), {n, c}),
+                                                     ir::reshape(g, p.read(target), {n, c}), red,
+                                                     ir_of(self.scalar_type()));
+  });
 }
 at::Tensor multilabel_margin_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                            int64_t reduction, const at::Tensor& is_target) {
