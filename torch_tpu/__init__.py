@@ -22,7 +22,7 @@ from . import tpu  # noqa: E402
 torch._register_device_module("tpu", tpu)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
-from .metrics import metrics, metrics_report, reset_metrics  # noqa: E402
+from .metrics import explain_compiles, metrics, metrics_report, reset_metrics  # noqa: E402
 from .modes import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
 from . import cache as _cache  # noqa: E402
 from . import modes as _modes  # noqa: E402
@@ -43,7 +43,7 @@ _integrations.install()
 _cache.init_from_environment()
 _modes._init_from_environment()
 
-__all__ = ["metrics", "metrics_report", "reset_metrics", "sync", "plugin_info", "set_eager_mode", "get_eager_mode",
+__all__ = ["metrics", "metrics_report", "reset_metrics", "explain_compiles", "sync", "plugin_info", "set_eager_mode", "get_eager_mode",
            "eager_mode", "set_cache_dir", "get_cache_dir", "wait_for_compiles", "jax_kernel"]
 
 set_cache_dir = _cache.set_cache_dir

@@ -50,6 +50,9 @@ KNOBS = tuple(Knob(*row) for row in (
      "there."),
     ("TORCH_TPU_DUMP_FAILED_PROGRAMS", "", "c++, at each compile",
      "any non-empty value: a compilation error includes the program's StableHLO text."),
+    ("TORCH_TPU_EXPLAIN_COMPILES", "0", "c++, at each compile",
+     "`1`: every program compiled (or loaded from the disk cache) is printed to stderr with its "
+     "Python line and what differs from the nearest earlier program there (`torch_tpu.explain_compiles()`)."),
     ("TORCH_TPU_DYNAMIC_BUCKETS", "pow2", "python, at import",
      "`torch.compile` dynamic shapes: `pow2` (default, 16 to 4096), `pow2:MIN:MAX`, a list such "
      "as `64,128,256`, or `off`."),

@@ -52,3 +52,18 @@ def metrics_report():
     ops = m.get("fallback_ops", {})
     lines.append("  fallback ops: %s" % (", ".join("%s x%d" % kv for kv in sorted(ops.items())) or "none"))
     return "\n".join(lines)
+
+
+def explain_compiles(reset=False):
+    """Every program compiled (or loaded from the disk cache) since the start or the last
+    reset, oldest first, as dicts: mode ("strict", "debug", "fused", or "background" for a
+    fused graph compiled off-thread), location (the Python line that caused it; "" for
+    backward and background compiles), ops (its first ops), nodes, parameters, seconds,
+    from_disk, and reason: what differs from the nearest program compiled before at the
+    same line (a parameter's shape or dtype, an op, an attribute, the node count of another
+    cut), or "first program at this line". `reset=True` clears the log after reading it (later compiles are still compared with the
+    programs compiled before)."""
+    records = _C._compile_records()
+    if reset:
+        _C._clear_compile_records()
+    return records

@@ -1,5 +1,7 @@
 #include "engine/background_compile.h"
 
+#include "engine/compile_log.h"
+
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -43,6 +45,7 @@ Queue& queue() {
 }
 
 void work() {
+  BackgroundCompileScope background;  // its compiles are logged as background ones
   Queue& q = queue();
   std::unique_lock<std::mutex> lock(q.mutex);
   for (;;) {

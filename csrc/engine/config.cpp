@@ -22,6 +22,7 @@ constexpr std::array kTable = {
     Entry{Knob::LogOps, "TORCH_TPU_LOG_OPS"},
     Entry{Knob::DumpPrograms, "TORCH_TPU_DUMP_PROGRAMS"},
     Entry{Knob::DumpFailedPrograms, "TORCH_TPU_DUMP_FAILED_PROGRAMS"},
+    Entry{Knob::ExplainCompiles, "TORCH_TPU_EXPLAIN_COMPILES"},
 };
 
 constexpr bool in_order() {

@@ -18,6 +18,7 @@ enum class Knob : uint8_t {
   LogOps,              // TORCH_TPU_LOG_OPS
   DumpPrograms,        // TORCH_TPU_DUMP_PROGRAMS: a directory
   DumpFailedPrograms,  // TORCH_TPU_DUMP_FAILED_PROGRAMS
+  ExplainCompiles,     // TORCH_TPU_EXPLAIN_COMPILES: print each compile with its reason
 };
 
 // "TORCH_TPU_FALLBACK" for Knob::Fallback.

@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #endif
 
+#include "engine/compile_log.h"
 #include "engine/config.h"
 #include "engine/metrics.h"
 #include "ir/ops.h"
@@ -316,7 +317,7 @@ std::shared_ptr<pjrt::Executable> Runtime::remember(const ir::Fingerprint& finge
 std::shared_ptr<pjrt::Executable> Runtime::find(const ir::Graph& graph, const ir::Fingerprint& fingerprint) {
   if (auto exe = in_memory(fingerprint)) return exe;
   if (cache_dir().empty()) return nullptr;
-  auto exe = load_from_disk(graph.key(), nullptr);
+  auto exe = load_from_disk(graph.key(), graph, nullptr);
   return exe ? remember(fingerprint, std::move(exe)) : nullptr;
 }
 
@@ -331,7 +332,7 @@ std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph
   ir::Fingerprint fingerprint = graph.fingerprint();
   if (auto exe = in_memory(fingerprint)) return exe;
   std::string key = graph.key();
-  auto exe = load_from_disk(key, info);
+  auto exe = load_from_disk(key, graph, info);
   if (!exe) exe = compile(key, graph, info);
   return remember(fingerprint, std::move(exe));
 }
@@ -353,7 +354,8 @@ void dump_program(const std::string& directory, const std::string& key, const st
 }
 }  // namespace
 
-std::shared_ptr<pjrt::Executable> Runtime::load_from_disk(const std::string& key, LaunchInfo* info) {
+std::shared_ptr<pjrt::Executable> Runtime::load_from_disk(const std::string& key, const ir::Graph& graph,
+                                                          LaunchInfo* info) {
   std::string directory = cache_dir();
   if (directory.empty()) return nullptr;
   DiskCache disk(directory, plugin_identity());
@@ -362,9 +364,11 @@ std::shared_ptr<pjrt::Executable> Runtime::load_from_disk(const std::string& key
   if (!bytes) return nullptr;
   try {
     std::shared_ptr<pjrt::Executable> exe = client_->deserialize(*bytes);
+    double seconds = seconds_since(t0);
     metrics().add("disk_cache_hits");
-    metrics().add("disk_load_seconds", seconds_since(t0));
+    metrics().add("disk_load_seconds", seconds);
     if (info) info->from_disk = true;
+    record_compile(graph, seconds, true);
     return exe;
   } catch (const pjrt::Error& e) {
     warn("compilation cache entry " + disk.path_for(key) + " cannot be loaded (" + e.what() +
@@ -386,9 +390,11 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const std::string& key, const
       throw pjrt::Error(std::string(e.what()) + "\nprogram:\n" + text, e.code());
     throw;
   }
+  double seconds = seconds_since(t0);
   metrics().add("compiles");
-  metrics().add("compile_seconds", seconds_since(t0));
+  metrics().add("compile_seconds", seconds);
   if (info) info->compiled = true;
+  record_compile(graph, seconds, false);
   if (std::string directory = cache_dir(); !directory.empty()) {
     try {
       DiskCache(directory, plugin_identity()).store(key, exe->serialize());

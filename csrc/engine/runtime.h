@@ -116,7 +116,7 @@ class Runtime {
   std::shared_ptr<pjrt::Executable> in_memory(const ir::Fingerprint& fingerprint);
   // Puts `exe` in the cache; returns what the cache holds for `fingerprint` then.
   std::shared_ptr<pjrt::Executable> remember(const ir::Fingerprint& fingerprint, std::shared_ptr<pjrt::Executable> exe);
-  std::shared_ptr<pjrt::Executable> load_from_disk(const std::string& key, LaunchInfo* info);
+  std::shared_ptr<pjrt::Executable> load_from_disk(const std::string& key, const ir::Graph& graph, LaunchInfo* info);
   std::shared_ptr<pjrt::Executable> compile(const std::string& key, const ir::Graph& graph, LaunchInfo* info);
   std::string plugin_identity() const;
   BufferRef track(std::unique_ptr<pjrt::Buffer> buffer, const ir::Type& type, int device);

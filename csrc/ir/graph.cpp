@@ -423,6 +423,46 @@ std::string Graph::key() const {
   return text.take();
 }
 
+namespace {
+const char* short_op(const char* op) {
+  if (op == nullptr) return "parameter";
+  return std::strncmp(op, "stablehlo.", 10) == 0 ? op + 10 : op;
+}
+}  // namespace
+
+std::string Graph::difference(const Graph& other) const {
+  if (num_parameters_ != other.num_parameters_)
+    return std::to_string(num_parameters_) + " parameters instead of " + std::to_string(other.num_parameters_);
+  size_t common = std::min(nodes_.size(), other.nodes_.size());
+  for (size_t i = 0, parameter = 0; i < common; ++i) {
+    const Node &a = nodes_[i], &b = other.nodes_[i];
+    std::string where = a.op == nullptr ? "parameter " + std::to_string(parameter++)
+                                        : "node " + std::to_string(i) + " (" + short_op(a.op) + ")";
+    if ((a.op == nullptr) != (b.op == nullptr) || (a.op != nullptr && std::strcmp(a.op, b.op) != 0))
+      return "node " + std::to_string(i) + ": " + short_op(a.op) + " instead of " + short_op(b.op);
+    if (!(a.type == b.type)) return where + ": " + a.type.mlir() + " instead of " + b.type.mlir();
+    if (a.attrs != b.attrs) return where + ": attributes {" + a.attrs + "} instead of {" + b.attrs + "}";
+    OperandIds x = operands(a), y = other.operands(b);
+    if (!std::equal(x.begin(), x.end(), y.begin(), y.end())) return where + ": other operands";
+  }
+  if (nodes_.size() != other.nodes_.size())
+    return std::to_string(nodes_.size()) + " nodes instead of " + std::to_string(other.nodes_.size());
+  if (outputs_ != other.outputs_) return "other outputs";
+  if (aliases_ != other.aliases_) return "other donated parameters";
+  return key() == other.key() ? "" : "other attributes";
+}
+
+size_t Graph::agreement(const Graph& other) const {
+  size_t ops = 0, types = 0, common = std::min(nodes_.size(), other.nodes_.size());
+  for (size_t i = 0; i < common; ++i) {
+    const Node &a = nodes_[i], &b = other.nodes_[i];
+    bool op = a.op == b.op || (a.op != nullptr && b.op != nullptr && std::strcmp(a.op, b.op) == 0);
+    ops += op;
+    types += op && a.type == b.type;
+  }
+  return ops * (common + 1) + types;  // the same ops first; the same types among those
+}
+
 Fingerprint Graph::fingerprint() const {
   KeyHash hash;
   describe(hash);

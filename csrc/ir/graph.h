@@ -223,6 +223,7 @@ class Graph {
   std::vector<GraphPiece> split(std::span<const size_t> ends) const;
 
   bool is_parameter(Value v) const { return nodes_[v.id].op == nullptr; }
+  const char* op_name(Value v) const { return nodes_[v.id].op; }  // nullptr for a parameter
   const Type& type(Value v) const { return nodes_[v.id].type; }
   // The value that `v` reshapes when `v` is a stablehlo.reshape; otherwise `v`.
   Value reshaped_from(Value v) const;
@@ -233,6 +234,12 @@ class Graph {
 
   // Structural identity: equal keys <=> identical programs.
   std::string key() const;
+  // The first structural difference from `other`, in words ("parameter 1:
+  // tensor<4x8xf32> instead of tensor<4x4xf32>"); "" when the structures are equal.
+  std::string difference(const Graph& other) const;
+  // How near `other` is: the nodes whose op agrees, position by position, and
+  // among graphs with as many, those whose type agrees too.
+  size_t agreement(const Graph& other) const;
   // The same identity hashed (equal keys => equal fingerprints).
   Fingerprint fingerprint() const;
   // The program as a StableHLO module (MLIR text), entry function @main.

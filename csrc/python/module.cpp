@@ -9,6 +9,7 @@
 #include "aten/program.h"
 #include "distributed/host_staged_backend.h"
 #include "engine/background_compile.h"
+#include "engine/compile_log.h"
 #include "engine/config.h"
 #include "engine/metrics.h"
 #include "engine/pending_graph.h"
@@ -168,6 +169,23 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_cache_dir", &engine::Runtime::set_cache_dir);
   m.def("_cache_dir", &engine::Runtime::cache_dir);
+  m.def("_compile_records", [] {
+    py::list out;
+    for (const engine::CompileRecord& r : engine::compile_records()) {
+      py::dict d;
+      d["mode"] = r.mode;
+      d["location"] = r.location;
+      d["ops"] = r.ops;
+      d["nodes"] = r.nodes;
+      d["parameters"] = r.parameters;
+      d["seconds"] = r.seconds;
+      d["from_disk"] = r.from_disk;
+      d["reason"] = r.reason;
+      out.append(std::move(d));
+    }
+    return out;
+  });
+  m.def("_clear_compile_records", &engine::clear_compile_records);
   m.def("_wait_for_compiles", &engine::drain_background_compiles, py::call_guard<py::gil_scoped_release>());
   m.def("_inject_background_compile_failure", &engine::inject_background_compile_failure);
   m.def("_set_eager_mode", [](const std::string& mode) {
