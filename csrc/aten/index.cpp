@@ -69,6 +69,15 @@ void check_not_empty(const at::Tensor& self, int64_t dim, const at::Tensor& inde
                     " with size 0");
 }
 
+// dim wrapped for self, with index's values checked against that dim
+// (gather, scatter and scatter_reduce raise RuntimeError for a bad index).
+int64_t checked_index_dim(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  int64_t d = wrap_dim(dim, self);
+  check_not_empty(self, d, index);
+  check_dim_index(name, self, d, index, ErrorType::Runtime);
+  return d;
+}
+
 // Reads an s64 scalar result back to the host.
 int64_t download_count(Program& p, ir::Value count) {
   engine::BufferRef buffer = p.run_for_result(count);
@@ -86,9 +95,7 @@ at::Tensor gather_op(const char* name, const at::Tensor& self, int64_t dim, cons
     at::Tensor mo = meta(*out);
     at::gather_out(mo, meta(self), dim, meta(index));
   }
-  int64_t d = wrap_dim(dim, self);
-  check_not_empty(self, d, index);
-  check_dim_index(name, self, d, index, ErrorType::Runtime);
+  int64_t d = checked_index_dim(name, self, dim, index);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, m.sizes(), m.scalar_type(), self.device(), false);
   if (output.numel() == 0) return output;
@@ -169,9 +176,7 @@ at::Tensor scatter_op(const char* name, const at::Tensor& self, int64_t dim, con
     at::scatter(meta(self), dim, meta(index), meta(src));
   else
     at::scatter(meta(self), dim, meta(index), value);
-  int64_t d = wrap_dim(dim, self);
-  check_not_empty(self, d, index);
-  check_dim_index(name, self, d, index, ErrorType::Runtime);
+  int64_t d = checked_index_dim(name, self, dim, index);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, self.sizes(), self.scalar_type(), self.device(), inplace);
   if (output.numel() == 0) return output;
@@ -278,14 +283,15 @@ std::tuple<ir::Combiner, bool, c10::Scalar> reduction_of(c10::string_view reduce
 }
 
 // torch.scatter_reduce: sum, prod, mean, amax, amin, with or without self.
-at::Tensor scatter_reduce_two_op(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                                 const at::Tensor& src, c10::string_view reduce, bool include_self) {
-  at::scatter_reduce(meta(self), dim, meta(index), meta(src), reduce, include_self);  // ATen's checks
+// Runs a reduction of a source into self at an index (scatter_reduce,
+// index_reduce): `reduce_into(p, g, x, reduce_at)` gives self's value `x`
+// with the source reduced in, where reduce_at(into, dim, index, src) is the
+// reduction `reduce` names. reduce_into is not called for an empty index.
+template <typename ReduceInto>
+at::Tensor run_scatter_reduce(Overload o, const at::Tensor& self, const at::Tensor& index, c10::string_view reduce,
+                              bool include_self, ReduceInto reduce_into) {
   c10::ScalarType type = self.scalar_type();
   auto [combiner, mean, identity] = reduction_of(reduce, type);
-  int64_t d = wrap_dim(dim, self);
-  check_not_empty(self, d, index);
-  check_dim_index(o.name, self, d, index, ErrorType::Runtime);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(o.name, o.out, self.sizes(), type, self.device(), o.inplace);
   if (output.numel() == 0) return output;
@@ -293,12 +299,25 @@ at::Tensor scatter_reduce_two_op(Overload o, const at::Tensor& self, int64_t dim
   ir::Graph& g = p.graph();
   ir::Value x = p.read(self);
   if (index.numel() > 0) {
-    x = lowering::scatter_reduce_dim(g, x, d, p.read(index), p.read(src), combiner, mean, include_self,
-                                     p.scalar(identity, lowering::to_ir(type)));
+    auto reduce_at = [&](ir::Value into, int64_t dim, ir::Value idx, ir::Value src) {
+      return lowering::scatter_reduce_dim(g, into, dim, idx, src, combiner, mean, include_self,
+                                          p.scalar(identity, lowering::to_ir(type)));
+    };
+    x = reduce_into(p, g, x, reduce_at);
   }
   p.write(output, x);
   p.run();
   return output;
+}
+
+at::Tensor scatter_reduce_two_op(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                 const at::Tensor& src, c10::string_view reduce, bool include_self) {
+  at::scatter_reduce(meta(self), dim, meta(index), meta(src), reduce, include_self);  // ATen's checks
+  int64_t d = checked_index_dim(o.name, self, dim, index);
+  return run_scatter_reduce(o, self, index, reduce, include_self,
+                            [&](Program& p, ir::Graph& g, ir::Value x, const auto& reduce_at) {
+                              return reduce_at(x, d, p.read(index), p.read(src));
+                            });
 }
 constexpr auto scatter_reduce_two = functional_overload<scatter_reduce_two_op, "scatter_reduce">;
 constexpr auto scatter_reduce_two_ = inplace_overload<scatter_reduce_two_op, "scatter_reduce_">;
@@ -742,31 +761,20 @@ at::Tensor& index_fill_tensor(at::Tensor& self, int64_t dim, const at::Tensor& i
 at::Tensor index_reduce_op(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index,
                            const at::Tensor& source, c10::string_view reduce, bool include_self) {
   at::index_reduce(meta(self), dim, meta(index), meta(source), reduce, include_self);  // ATen's checks
-  c10::ScalarType type = self.scalar_type();
-  auto [combiner, mean, identity] = reduction_of(reduce, type);
   int64_t d = wrap_dim(dim, self);
   check_not_empty(self, d, index);
   check_index_values(o.name, index, {dim_size(self, d)}, ErrorType::Index, index_out_of_range_in_self);
-  c10::DeviceGuard guard(self.device());
-  at::Tensor output = prepare_output(o.name, o.out, self.sizes(), type, self.device(), o.inplace);
-  if (output.numel() == 0) return output;
-  Program p(o.name, self.device());
-  ir::Graph& g = p.graph();
-  ir::Value x = p.read(self);
-  if (index.numel() > 0) {
-    ir::Shape rows = self.dim() == 0 ? ir::Shape{index.numel()} : to_shape(self.sizes());
-    if (self.dim() > 0) rows[d] = index.numel();
-    ir::Value src = ir::reshape(g, p.read_as(source, type), rows);
-    int64_t sd = self.dim() == 0 ? 0 : d;
-    ir::Value idx = ir::broadcast_in_dim(g, ir::reshape(g, p.read(index), {index.numel()}), rows, {sd});
-    if (self.dim() == 0) x = ir::reshape(g, x, {1});
-    x = lowering::scatter_reduce_dim(g, x, sd, idx, src, combiner, mean, include_self,
-                                     p.scalar(identity, lowering::to_ir(type)));
-    x = ir::reshape(g, x, to_shape(self.sizes()));
-  }
-  p.write(output, x);
-  p.run();
-  return output;
+  return run_scatter_reduce(o, self, index, reduce, include_self,
+                            [&](Program& p, ir::Graph& g, ir::Value x, const auto& reduce_at) {
+                              ir::Shape rows = self.dim() == 0 ? ir::Shape{index.numel()} : to_shape(self.sizes());
+                              if (self.dim() > 0) rows[d] = index.numel();
+                              ir::Value src = ir::reshape(g, p.read_as(source, self.scalar_type()), rows);
+                              int64_t sd = self.dim() == 0 ? 0 : d;
+                              ir::Value idx =
+                                  ir::broadcast_in_dim(g, ir::reshape(g, p.read(index), {index.numel()}), rows, {sd});
+                              if (self.dim() == 0) x = ir::reshape(g, x, {1});
+                              return ir::reshape(g, reduce_at(x, sd, idx, src), to_shape(self.sizes()));
+                            });
 }
 constexpr auto index_reduce = functional_overload<index_reduce_op, "index_reduce">;
 constexpr auto index_reduce_ = inplace_overload<index_reduce_op, "index_reduce_">;
