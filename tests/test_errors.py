@@ -180,3 +180,47 @@ def test_assert_async_checks_shape_at_the_op_and_values_at_the_op_in_debug_mode(
     with torch_tpu.eager_mode("debug"):
         with pytest.raises(RuntimeError, match="at the op"):
             torch._assert_async(torch.tensor(0.0, device="tpu"), "at the op")
+
+
+@pytest.mark.parametrize("case", ["sub_bool", "sub_bool_scalar", "cat_0dim", "mm_bool", "bmm_bool", "mv_bool",
+                                  "floor_divide_bool", "relu_bool", "copy_broadcast", "copy_wider",
+                                  "binary_shape_before_dtype"])
+def test_errors_the_fuzzer_found_match_cpu(case):
+    """Each raised a different exception than CPU's (or none) before the differential fuzzer."""
+    def run(device):
+        b = torch.tensor([True, False], device=device)
+        f = torch.ones(2, 3, device=device)
+        return {"sub_bool": lambda: b - torch.ones(2, device=device),
+                "sub_bool_scalar": lambda: torch.ones(2, device=device) - True,
+                "cat_0dim": lambda: torch.cat([torch.tensor(1.0, device=device), torch.tensor(2.0, device=device)]),
+                "mm_bool": lambda: torch.ones(2, 3, dtype=torch.bool, device=device) @ torch.ones(
+                    3, 2, dtype=torch.bool, device=device),
+                "bmm_bool": lambda: torch.ones(2, 2, 3, dtype=torch.bool, device=device) @ torch.ones(
+                    2, 3, 2, dtype=torch.bool, device=device),
+                "mv_bool": lambda: torch.ones(2, 2, dtype=torch.bool, device=device) @ b,
+                "floor_divide_bool": lambda: torch.floor_divide(b, b),
+                "relu_bool": lambda: torch.relu(b),
+                "copy_broadcast": lambda: f.copy_(torch.ones(4, device=device)),
+                "copy_wider": lambda: torch.ones(3, device=device).copy_(f),
+                "binary_shape_before_dtype": lambda: f.bitwise_and(torch.ones(2, 2, device=device)),
+                }[case]()
+
+    with pytest.raises(Exception) as on_cpu:
+        run("cpu")
+    with pytest.raises(type(on_cpu.value)):
+        run("tpu")
+
+
+def test_a_bool_tensor_to_a_bool_power_is_as_on_cpu():
+    for exponent in (True, False):
+        b = torch.tensor([True, False])
+        torch.testing.assert_close(torch.pow(b.to("tpu"), exponent).cpu(), torch.pow(b, exponent))
+        t = b.to("tpu")
+        t.pow_(exponent)
+        torch.testing.assert_close(t.cpu(), b.clone().pow_(exponent))
+
+
+def test_debug_mode_divides_nothing_into_an_empty_integer_tensor():
+    with torch_tpu.eager_mode("debug"):
+        out = torch.ones(5, 0, dtype=torch.int32, device="tpu").remainder(0)
+    assert out.shape == (5, 0)

@@ -159,9 +159,11 @@ def _contains_symint_node(a):
 def _norm_dims(dims, ndim):
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         return list(range(ndim))
+    if ndim == 0:
+        return []  # a 0-dim tensor's dim 0 (or -1) names no real dimension
     if isinstance(dims, int):
         dims = [dims]
-    return sorted({d % max(ndim, 1) for d in dims})
+    return sorted({d % ndim for d in dims})
 
 
 class Plan:

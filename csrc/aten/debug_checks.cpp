@@ -1,5 +1,6 @@
 #include "aten/debug_checks.h"
 
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/any.h>
@@ -43,8 +44,10 @@ void check_index_values(const char* op, const at::Tensor& index, const IndexBoun
   raise(type, message(bad), op);
 }
 
-void check_integer_divisor(const char* op, const at::Tensor& divisor, c10::ScalarType common) {
+void check_integer_divisor(const char* op, const at::Tensor& dividend, const at::Tensor& divisor,
+                           c10::ScalarType common) {
   if (!debug_mode() || !c10::isIntegralType(common, /*includeBool=*/true) || divisor.numel() == 0) return;
+  if (c10::multiply_integers(at::infer_size_dimvector(dividend.sizes(), divisor.sizes())) == 0) return;
   if (divisor.eq(0).any().item<bool>()) raise(ErrorType::Runtime, "ZeroDivisionError", op);
 }
 

@@ -49,7 +49,8 @@ struct OutOfBounds {
 
 // In debug mode, raises CPU's RuntimeError "ZeroDivisionError" when a division in the
 // integer dtype `common` (div with a rounding mode, floor_divide, remainder, fmod) has a
-// zero in `divisor`.
-void check_integer_divisor(const char* op, const at::Tensor& divisor, c10::ScalarType common);
+// zero in `divisor` and the result has elements (CPU divides nothing into an empty one).
+void check_integer_divisor(const char* op, const at::Tensor& dividend, const at::Tensor& divisor,
+                           c10::ScalarType common);
 
 }  // namespace tpu::aten

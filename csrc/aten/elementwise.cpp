@@ -2,7 +2,9 @@
 // math, clamp/lerp/addc*/masked_fill, activations and their gradients,
 // where and fill. The math is in lowering/elementwise.*; here are ATen's
 // dtype rules, checks and overloads.
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/complex.h>
@@ -33,10 +35,15 @@ using lowering::Unary;
 at::Tensor arith(const char* name, Binary op, const at::Tensor& self, const at::Tensor& other,
                  const c10::Scalar& alpha, const at::Tensor* out, bool inplace) {
   c10::ScalarType compute = at::result_type(self, other);
-  if (op == Binary::Sub)
-    TORCH_CHECK(compute != c10::kBool,
+  if (op == Binary::Sub) {  // ATen's sub_check
+    bool self_bool = self.scalar_type() == c10::kBool, other_bool = other.scalar_type() == c10::kBool;
+    TORCH_CHECK(!self_bool || !other_bool,
                 "Subtraction, the `-` operator, with two bool tensors is not supported. "
                 "Use the `^` or `logical_xor()` operator instead.");
+    TORCH_CHECK(!self_bool && !other_bool,
+                "Subtraction, the `-` operator, with a bool tensor is not supported. "
+                "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  }
   // ATen's alpha rules: no float alpha for integers, no bool alpha for non-bools.
   TORCH_CHECK(!alpha.isBoolean() || compute == c10::kBool, "Boolean alpha only supported for Boolean results.");
   TORCH_CHECK(c10::isFloatingType(compute) || c10::isComplexType(compute) || alpha.isIntegral(true),
@@ -99,8 +106,8 @@ at::Tensor divide(const char* name, const at::Tensor& self, const at::Tensor& ot
                 "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
     op = *mode == "trunc" ? Binary::TruncDiv : Binary::FloorDiv;
     compute = common;
-    TORCH_CHECK(compute != c10::kBool, "div with rounding mode is not supported for bool tensors");
-    check_integer_divisor(name, other, common);
+    TORCH_CHECK_NOT_IMPLEMENTED(compute != c10::kBool, "\"div_", *mode, "\" not implemented for 'Bool'");  // as CPU
+    check_integer_divisor(name, self, other, common);
   }
   return elementwise(name, {self, other}, lowering::opmath_type(compute), compute,
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) {
@@ -307,8 +314,12 @@ PREDICATE_KERNELS(isneginf, Unary::IsNegInf)
 PREDICATE_KERNELS(signbit, Unary::SignBit)
 #undef PREDICATE_KERNELS
 
-at::Tensor relu_fn(const at::Tensor& self) { return unary_op("relu", Unary::Relu, Accepts::Any, self, nullptr, false); }
+at::Tensor relu_fn(const at::Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != c10::kBool, "Boolean inputs not supported for relu");
+  return unary_op("relu", Unary::Relu, Accepts::Any, self, nullptr, false);
+}
 at::Tensor& relu_inplace(at::Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != c10::kBool, "Boolean inputs not supported for relu");
   unary_op("relu", Unary::Relu, Accepts::Any, self, &self, true);
   return self;
 }
@@ -421,10 +432,11 @@ BinaryTypes binary_types(const char* op_name, Binary op, c10::ScalarType common)
 
 at::Tensor binary_op(const char* op_name, Binary op, const at::Tensor& self, const at::Tensor& other,
                      const at::Tensor* out, bool inplace) {
+  at::infer_size_dimvector(self.sizes(), other.sizes());  // CPU reports a shape mismatch before a dtype
   c10::ScalarType common = at::result_type(self, other);
   BinaryTypes types = binary_types(op_name, op, common);
   std::string name = variant(op_name, out, inplace);
-  if (op == Binary::Remainder || op == Binary::FMod) check_integer_divisor(name.c_str(), other, common);
+  if (op == Binary::Remainder || op == Binary::FMod) check_integer_divisor(name.c_str(), self, other, common);
   return elementwise(name.c_str(), {self, other}, types.compute, types.result,
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::binary(g, op, v[0], v[1]); },
                      out, inplace);
@@ -476,17 +488,28 @@ void check_integer_power(const at::Tensor& base, const c10::Scalar& exponent) {
   TORCH_CHECK(!(c10::isIntegralType(base.scalar_type(), true) && exponent.isIntegral(true) && exponent.toLong() < 0),
               "Integers to negative integer powers are not allowed.");
 }
+// A bool tensor to a bool power, which CPU allows (a ** True is a, a ** False is all
+// True) although pow has no bool kernel.
+bool is_bool_power(const at::Tensor& self, const c10::Scalar& exponent) {
+  return self.scalar_type() == c10::kBool && exponent.isBoolean();
+}
 at::Tensor pow_tensor_scalar(const at::Tensor& self, const c10::Scalar& exponent) {
   check_integer_power(self, exponent);
+  if (is_bool_power(self, exponent)) return exponent.toBool() ? self.clone() : at::ones_like(self);
   return binary_op("pow", Binary::Pow, self, scalar_operand(exponent), nullptr, false);
 }
 at::Tensor& pow_tensor_scalar_inplace(at::Tensor& self, const c10::Scalar& exponent) {
   check_integer_power(self, exponent);
+  if (is_bool_power(self, exponent)) return exponent.toBool() ? self : self.fill_(true);
   binary_op("pow", Binary::Pow, self, scalar_operand(exponent), &self, true);
   return self;
 }
 at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const c10::Scalar& exponent, at::Tensor& out) {
   check_integer_power(self, exponent);
+  if (is_bool_power(self, exponent)) {
+    at::native::resize_output(out, self.sizes());
+    return out.copy_(pow_tensor_scalar(self, exponent));
+  }
   binary_op("pow", Binary::Pow, self, scalar_operand(exponent), &out, false);
   return out;
 }

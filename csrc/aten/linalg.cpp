@@ -32,6 +32,7 @@ void check_matmul(const char* name, const at::Tensor& a, const at::Tensor& b, in
               a.size(rank - 2), "x", a.size(rank - 1), " and ", b.size(rank - 2), "x", b.size(rank - 1), ")");
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
               a.scalar_type(), " != ", b.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != c10::kBool, "\"", name, "\" not implemented for 'Bool'");  // as CPU
 }
 
 // beta * self + alpha * (m1 @ m2) for matrices (rank 2) or batches (rank 3);
@@ -100,7 +101,7 @@ at::Tensor dot_op(const char* name, const at::Tensor& self, const at::Tensor& ot
   TORCH_CHECK(self.numel() == other.numel(), "inconsistent tensor size, expected tensor [", self.numel(),
               "] and src [", other.numel(), "] to have the same number of elements, but got ", self.numel(), " and ",
               other.numel(), " elements respectively");
-  TORCH_CHECK(self.scalar_type() != c10::kBool, "\"", name, "\" not implemented for 'Bool'");
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != c10::kBool, "\"", name, "\" not implemented for 'Bool'");
   c10::DeviceGuard guard(self.device());
   at::Tensor output = at::empty({}, self.options());
   Program p(name, self.device());
@@ -136,6 +137,7 @@ ir::Value add_scaled(Program& p, ir::Value product, const at::Tensor& self, c10:
 at::Tensor add_contraction(Overload o, const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
                            const ir::Dims& a_dims, const ir::Dims& b_dims, c10::IntArrayRef shape,
                            c10::ScalarType dtype, const c10::Scalar& beta, const c10::Scalar& alpha) {
+  TORCH_CHECK_NOT_IMPLEMENTED(dtype != c10::kBool, "\"", o.name, "\" not implemented for 'Bool'");  // as CPU
   c10::DeviceGuard guard(a.device());
   at::Tensor output = prepare_output(o.name, o.out, shape, dtype, a.device(), o.inplace);
   if (output.numel() == 0) return output;

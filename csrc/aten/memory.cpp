@@ -1,5 +1,6 @@
 // Creation, resizing, copies between devices and the metadata-only view ops.
 #include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
@@ -170,6 +171,11 @@ at::Tensor to_cpu_logical(const at::Tensor& src) {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   bool src_tpu = self.is_privateuseone(), dst_tpu = dst.is_privateuseone();
+  if (self.sizes() != dst.sizes()) {  // CPU's broadcast rules and messages
+    at::DimVector shape = at::infer_size_dimvector(dst.sizes(), self.sizes());
+    TORCH_CHECK(c10::IntArrayRef(shape) == dst.sizes(), "output with shape ", dst.sizes(),
+                " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+  }
   if (self.is_complex() && !dst.is_complex()) {
     TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
   }

@@ -78,6 +78,8 @@ std::optional<std::pair<std::vector<int64_t>, c10::ScalarType>> plain_cat(const 
 
 at::Tensor cat_op(const char* name, const at::ITensorListRef& tensors, int64_t dim, at::Tensor* out) {
   std::vector<at::Tensor> inputs(tensors.begin(), tensors.end());
+  for (size_t i = 0; i < inputs.size(); ++i)  // CPU's check; ATen's meta kernel raises IndexError instead
+    TORCH_CHECK(inputs[i].dim() > 0, "zero-dimensional tensor (at position ", i, ") cannot be concatenated");
   // ATen's meta kernel for cat is Python (~300 us a call): run it only for
   // out=, errors and the legacy empty inputs, where its rules matter.
   auto plain = out == nullptr ? plain_cat(inputs, dim) : std::nullopt;
