@@ -166,12 +166,7 @@ def _decode_runner(mode, tokens):
         state["position"] += 1
         state["left"] -= 1
 
-    def run(n):
-        _set_mode(mode)
-        for _ in range(n):
-            step()
-        _sync(mode)
-    return run
+    return _stepper(mode, step)
 
 
 def _generate_runner(mode, tokens):
@@ -202,6 +197,11 @@ def _generate_runner(mode, tokens):
         out = model.generate(prompt, generation_config=config, cache=cache)
         tokens.extend(out[0, 8:].tolist())
 
+    return _stepper(mode, step)
+
+
+def _stepper(mode, step):
+    """run(n): n calls of step() in `mode`, ending with the device idle."""
     def run(n):
         _set_mode(mode)
         for _ in range(n):

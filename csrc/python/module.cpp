@@ -153,7 +153,9 @@ PYBIND11_MODULE(_C, m) {
     // py::object must not be released after Python has finalised.
     auto* holder = new py::object(std::move(provider));
     engine::set_location_provider([holder]() -> std::string {
-      if (!Py_IsInitialized()) return {};
+      // A thread Python never ran on (autograd's device thread, a compile worker)
+      // has no user frame to name: answered without taking the GIL.
+      if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return {};
       py::gil_scoped_acquire gil;
       try {
         return (*holder)().cast<std::string>();
