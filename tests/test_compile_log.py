@@ -10,6 +10,20 @@ import torch_tpu
 from support import run_python
 
 
+@pytest.fixture(autouse=True)
+def recording():
+    """Recording is off by default (it keeps each line's last programs); on for these tests."""
+    torch_tpu.explain_compiles(reset=True, enable=True)
+    yield
+    torch_tpu.explain_compiles(reset=True, enable=False)
+
+
+def test_recording_is_off_unless_asked():
+    torch_tpu.explain_compiles(reset=True, enable=False)
+    torch.ones(3, 53, device="tpu").mul(7).cpu()
+    assert torch_tpu.explain_compiles() == []
+
+
 def _scale_and_sum(x):
     return (x * 3).sum()  # the line every program below is attributed to
 

@@ -54,7 +54,7 @@ def metrics_report():
     return "\n".join(lines)
 
 
-def explain_compiles(reset=False):
+def explain_compiles(reset=False, enable=None):
     """Every program compiled (or loaded from the disk cache) since the start or the last
     reset, oldest first, as dicts: mode ("strict", "debug", "fused", or "background" for a
     fused graph compiled off-thread), location (the Python line that caused it; "" for
@@ -62,7 +62,10 @@ def explain_compiles(reset=False):
     from_disk, and reason: what differs from the nearest program compiled before at the
     same line (a parameter's shape or dtype, an op, an attribute, the node count of another
     cut), or "first program at this line". `reset=True` clears the log after reading it (later compiles are still compared with the
-    programs compiled before)."""
+    programs compiled before). Recording is off unless TORCH_TPU_EXPLAIN_COMPILES=1 or
+    `enable=True` (it keeps each line's last programs); `enable=False` turns it off."""
+    if enable is not None:
+        _C._set_compile_recording(bool(enable))
     records = _C._compile_records()
     if reset:
         _C._clear_compile_records()

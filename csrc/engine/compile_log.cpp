@@ -1,5 +1,6 @@
 #include "engine/compile_log.h"
 
+#include <atomic>
 #include <cstdio>
 #include <deque>
 #include <mutex>
@@ -70,7 +71,21 @@ std::string reason_against(const Line& line, const ir::Graph& graph) {
 BackgroundCompileScope::BackgroundCompileScope() { t_background = true; }
 BackgroundCompileScope::~BackgroundCompileScope() { t_background = false; }
 
+std::atomic<int> g_recording{-1};  // -1: not decided yet (the knob decides)
+
+bool compile_recording() {
+  int on = g_recording.load(std::memory_order_relaxed);
+  if (on < 0) {
+    on = config::flag(config::Knob::ExplainCompiles) ? 1 : 0;
+    g_recording.store(on, std::memory_order_relaxed);
+  }
+  return on == 1;
+}
+
+void set_compile_recording(bool on) { g_recording.store(on ? 1 : 0, std::memory_order_relaxed); }
+
 void record_compile(const ir::Graph& graph, double seconds, bool from_disk) {
+  if (!compile_recording()) return;
   CompileRecord record;
   record.mode = mode_name();
   record.location = t_background ? std::string() : user_location();
@@ -85,7 +100,7 @@ void record_compile(const ir::Graph& graph, double seconds, bool from_disk) {
     // Programs with no line (backward, background) are compared by their first ops.
     Line& line = g_lines[record.location.empty() ? "ops: " + record.ops : record.location];
     record.reason = reason_against(line, graph);
-    line.recent.push_back(graph);
+    line.recent.push_back(graph.owning_copy());
     if (line.recent.size() > kKeptPerLine) line.recent.pop_front();
     if (++line.compiles > kStorm && !line.warned) {
       line.warned = true;

@@ -22,8 +22,12 @@ struct CompileRecord {
   std::string reason;      // what differs from the nearest earlier program at this line
 };
 
-// Called by the runtime after each compile or disk load of `graph`.
+// Called by the runtime after each compile or disk load of `graph`; records it
+// while recording is on (TORCH_TPU_EXPLAIN_COMPILES=1, or set_compile_recording).
 void record_compile(const ir::Graph& graph, double seconds, bool from_disk);
+// Recording keeps each line's last programs for the comparison: off unless asked.
+void set_compile_recording(bool on);
+bool compile_recording();
 
 // Marks the calling thread as the background compiler while it lives.
 struct BackgroundCompileScope {

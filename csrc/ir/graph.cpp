@@ -1,5 +1,9 @@
 #include "ir/graph.h"
 
+#include <unordered_set>
+
+#include <mutex>
+
 #include <bit>
 #include <charconv>
 #include <cstring>
@@ -450,6 +454,16 @@ std::string Graph::difference(const Graph& other) const {
   if (outputs_ != other.outputs_) return "other outputs";
   if (aliases_ != other.aliases_) return "other donated parameters";
   return key() == other.key() ? "" : "other attributes";
+}
+
+Graph Graph::owning_copy() const {
+  static std::mutex mutex;
+  static auto* names = new std::unordered_set<std::string>();  // never freed: copies point into it
+  Graph copy = *this;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (Node& n : copy.nodes_)
+    if (n.op != nullptr) n.op = names->emplace(n.op).first->c_str();
+  return copy;
 }
 
 size_t Graph::agreement(const Graph& other) const {

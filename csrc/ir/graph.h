@@ -240,6 +240,9 @@ class Graph {
   // How near `other` is: the nodes whose op agrees, position by position, and
   // among graphs with as many, those whose type agrees too.
   size_t agreement(const Graph& other) const;
+  // A copy whose op names are owned by a process-wide table, valid after whoever
+  // named an op with a string of its own is gone (for graphs kept indefinitely).
+  Graph owning_copy() const;
   // The same identity hashed (equal keys => equal fingerprints).
   Fingerprint fingerprint() const;
   // The program as a StableHLO module (MLIR text), entry function @main.

@@ -188,6 +188,8 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_clear_compile_records", &engine::clear_compile_records);
+  m.def("_set_compile_recording", &engine::set_compile_recording);
+  m.def("_compile_recording", &engine::compile_recording);
   m.def("_wait_for_compiles", &engine::drain_background_compiles, py::call_guard<py::gil_scoped_release>());
   m.def("_inject_background_compile_failure", &engine::inject_background_compile_failure);
   m.def("_set_eager_mode", [](const std::string& mode) {
