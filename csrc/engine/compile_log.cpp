@@ -31,14 +31,7 @@ std::deque<CompileRecord> g_records;
 std::unordered_map<std::string, Line> g_lines;
 thread_local bool t_background = false;
 
-const char* mode_name() {
-  if (t_background) return "background";
-  switch (eager_mode()) {
-    case EagerMode::Debug: return "debug";
-    case EagerMode::Fused: return "fused";
-    default: return "strict";
-  }
-}
+const char* mode_name() { return t_background ? "background" : eager_mode_name(eager_mode()); }
 
 // The program's first few ops (parameters and shape glue left out), as its name.
 std::string first_ops(const ir::Graph& graph) {
@@ -66,12 +59,12 @@ std::string reason_against(const Line& line, const ir::Graph& graph) {
                             : difference;
 }
 
+std::atomic<int> g_recording{-1};  // -1: not decided yet (the knob decides)
+
 }  // namespace
 
 BackgroundCompileScope::BackgroundCompileScope() { t_background = true; }
 BackgroundCompileScope::~BackgroundCompileScope() { t_background = false; }
-
-std::atomic<int> g_recording{-1};  // -1: not decided yet (the knob decides)
 
 bool compile_recording() {
   int on = g_recording.load(std::memory_order_relaxed);

@@ -186,6 +186,14 @@ pjrt::ElementType element_type(ir::DType dtype) {
 }
 
 EagerMode eager_mode() { return g_eager_mode.load(std::memory_order_relaxed); }
+const char* eager_mode_name(EagerMode mode) {
+  switch (mode) {
+    case EagerMode::Debug: return "debug";
+    case EagerMode::Fused: return "fused";
+    default: return "strict";
+  }
+}
+
 void set_eager_mode(EagerMode mode) { g_eager_mode.store(mode); }
 
 void Runtime::set_cache_dir(const std::string& directory) {

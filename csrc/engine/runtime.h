@@ -32,6 +32,7 @@ pjrt::ElementType element_type(ir::DType dtype);
 enum class EagerMode { Strict, Debug, Fused };
 EagerMode eager_mode();
 void set_eager_mode(EagerMode mode);
+const char* eager_mode_name(EagerMode mode);  // "strict", "debug", "fused"
 
 // How one launch went, for logging.
 struct LaunchInfo {

@@ -205,13 +205,7 @@ PYBIND11_MODULE(_C, m) {
     if (engine::Runtime::initialized()) python::flush_pending(engine::Cut::ModeSwitch);
     engine::set_eager_mode(next);
   });
-  m.def("_get_eager_mode", [] {
-    switch (engine::eager_mode()) {
-      case engine::EagerMode::Debug: return "debug";
-      case engine::EagerMode::Fused: return "fused";
-      default: return "strict";
-    }
-  });
+  m.def("_get_eager_mode", [] { return engine::eager_mode_name(engine::eager_mode()); });
   // torch.compile(backend="tpu"): capture a graph's ops once, replay the program.
   py::class_<aten::CompiledProgram, std::shared_ptr<aten::CompiledProgram>>(m, "_CapturedProgram")
       .def("run",
