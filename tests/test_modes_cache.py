@@ -231,3 +231,40 @@ def test_dump_programs_that_cannot_be_written_warn_once(tmp_path):
     result = run_python(DUMP_CODE, TORCH_TPU_DUMP_PROGRAMS=str(blocker / "dumps"), TORCH_TPU_CACHE_DIR="off")
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("TORCH_TPU_DUMP_PROGRAMS: cannot write") == 1, result.stderr
+
+
+_MANY_PROGRAMS = """
+import torch, torch_tpu
+from torch_tpu import _C
+
+def maps():
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+hot = torch.ones(3, device="tpu")
+expected = {}
+start = maps()
+for n in range(1, 97):
+    x = torch.arange(float(n), device="tpu")
+    expected[n] = (x * 2 + 1).sum().item()   # a program of its own per size
+    assert torch.equal((hot + 1).cpu(), torch.full((3,), 2.0))  # run throughout: stays loaded
+grown = maps() - start
+m = torch_tpu.metrics()
+# Programs dropped from memory run again, from the disk cache, with the same results.
+for n in (1, 2, 3):
+    assert (torch.arange(float(n), device="tpu") * 2 + 1).sum().item() == expected[n]
+print(_C._compiled_program_count(), m.get("program_cache_evictions", 0), grown)
+"""
+
+
+def test_program_cache_unloads_the_least_recently_run_past_its_size(tmp_path):
+    bounded = run_python(_MANY_PROGRAMS, TORCH_TPU_PROGRAM_CACHE_SIZE="16", TORCH_TPU_CACHE_DIR=str(tmp_path / "a"))
+    assert bounded.returncode == 0, bounded.stderr[-2000:]
+    loaded, evicted, bounded_maps = map(float, bounded.stdout.split())
+    assert loaded <= 16 and evicted > 0
+    unbounded = run_python(_MANY_PROGRAMS, TORCH_TPU_CACHE_DIR=str(tmp_path / "b"))
+    assert unbounded.returncode == 0, unbounded.stderr[-2000:]
+    loaded, evicted, unbounded_maps = map(float, unbounded.stdout.split())
+    assert loaded > 96 and evicted == 0
+    # Unloading a program gives its memory maps back (what bounds a long run's maps).
+    assert bounded_maps < unbounded_maps / 2, (bounded_maps, unbounded_maps)

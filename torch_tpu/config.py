@@ -53,6 +53,10 @@ KNOBS = tuple(Knob(*row) for row in (
     ("TORCH_TPU_EXPLAIN_COMPILES", "0", "c++, at each compile",
      "`1`: every program compiled (or loaded from the disk cache) is printed to stderr with its "
      "Python line and what differs from the nearest earlier program there (`torch_tpu.explain_compiles()`)."),
+    ("TORCH_TPU_PROGRAM_CACHE_SIZE", "4096", "c++, once",
+     "programs kept loaded in memory (default 4096); beyond it the least recently run are unloaded "
+     "(reloaded from the disk cache when run again). Each loaded XLA:CPU program holds a few memory "
+     "maps, and a process has at most `vm.max_map_count` (65530)."),
     ("TORCH_TPU_DYNAMIC_BUCKETS", "pow2", "python, at import",
      "`torch.compile` dynamic shapes: `pow2` (default, 16 to 4096), `pow2:MIN:MAX`, a list such "
      "as `64,128,256`, or `off`."),

@@ -23,6 +23,7 @@ constexpr std::array kTable = {
     Entry{Knob::DumpPrograms, "TORCH_TPU_DUMP_PROGRAMS"},
     Entry{Knob::DumpFailedPrograms, "TORCH_TPU_DUMP_FAILED_PROGRAMS"},
     Entry{Knob::ExplainCompiles, "TORCH_TPU_EXPLAIN_COMPILES"},
+    Entry{Knob::ProgramCacheSize, "TORCH_TPU_PROGRAM_CACHE_SIZE"},
 };
 
 constexpr bool in_order() {

@@ -19,6 +19,7 @@ enum class Knob : uint8_t {
   DumpPrograms,        // TORCH_TPU_DUMP_PROGRAMS: a directory
   DumpFailedPrograms,  // TORCH_TPU_DUMP_FAILED_PROGRAMS
   ExplainCompiles,     // TORCH_TPU_EXPLAIN_COMPILES: print each compile with its reason
+  ProgramCacheSize,    // TORCH_TPU_PROGRAM_CACHE_SIZE: programs kept loaded in memory
 };
 
 // "TORCH_TPU_FALLBACK" for Knob::Fallback.

@@ -312,14 +312,34 @@ std::shared_ptr<pjrt::Executable> Runtime::in_memory(const ir::Fingerprint& fing
   auto it = cache_.find(fingerprint);
   if (it == cache_.end()) return nullptr;
   metrics().add("cache_hits");
-  return it->second;
+  it->second.last_used = ++cache_clock_;
+  return it->second.executable;
+}
+
+void Runtime::evict_least_recently_used() {
+  static const size_t capacity =
+      static_cast<size_t>(config::positive_integer(config::Knob::ProgramCacheSize, 4096));
+  if (cache_.size() <= capacity) return;
+  // An eighth of the capacity at a time: the sort is amortised over that many inserts.
+  size_t drop = std::max<size_t>(cache_.size() - capacity, capacity / 8);
+  std::vector<uint64_t> ages;
+  ages.reserve(cache_.size());
+  for (const auto& [key, program] : cache_) ages.push_back(program.last_used);
+  std::nth_element(ages.begin(), ages.begin() + (drop - 1), ages.end());
+  uint64_t cutoff = ages[drop - 1];
+  for (auto it = cache_.begin(); it != cache_.end();)
+    it = it->second.last_used <= cutoff ? cache_.erase(it) : std::next(it);
+  metrics().add("program_cache_evictions", static_cast<double>(drop));
 }
 
 std::shared_ptr<pjrt::Executable> Runtime::remember(const ir::Fingerprint& fingerprint,
                                                     std::shared_ptr<pjrt::Executable> exe) {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   // Another thread may have compiled the same graph meanwhile: keep one.
-  return cache_.try_emplace(fingerprint, std::move(exe)).first->second;
+  auto [it, inserted] = cache_.try_emplace(fingerprint, CachedProgram{std::move(exe), ++cache_clock_});
+  std::shared_ptr<pjrt::Executable> kept = it->second.executable;
+  if (inserted) evict_least_recently_used();
+  return kept;
 }
 
 std::shared_ptr<pjrt::Executable> Runtime::find(const ir::Graph& graph, const ir::Fingerprint& fingerprint) {

@@ -127,8 +127,16 @@ class Runtime {
   int device_threads_lowered_ = 0;
   std::string xla_flags_;
   mutable std::mutex cache_mutex_;
-  // By fingerprint: the text key (for the disk cache) is built only on a miss.
-  std::unordered_map<ir::Fingerprint, std::shared_ptr<pjrt::Executable>, ir::FingerprintHash> cache_;
+  // By fingerprint: the text key (for the disk cache) is built only on a miss. Bounded:
+  // past its capacity the least recently run programs are dropped (their users' own
+  // references keep them loaded), since every loaded program holds memory maps.
+  struct CachedProgram {
+    std::shared_ptr<pjrt::Executable> executable;
+    uint64_t last_used;
+  };
+  std::unordered_map<ir::Fingerprint, CachedProgram, ir::FingerprintHash> cache_;
+  uint64_t cache_clock_ = 0;
+  void evict_least_recently_used();  // cache_mutex_ held
   std::mutex pending_mutex_;
   std::vector<std::weak_ptr<pjrt::Buffer>> pending_;  // outputs of launches not yet synchronized
   // Buffers donated to a launch, kept until it finishes: the plugin holds a
