@@ -3,7 +3,7 @@
 # (jax-cuda13-pjrt): the extension, a smoke test, the mode benchmark beside
 # native CUDA eager, then as many of the core tests as the time left allows.
 # Everything lands in $OUT (default ./gpu_out): run.log, build.log (if built),
-# modes_<workload>.json, tests.log.
+# host_overhead_<workload>.json, modes_<workload>.json, tests.log.
 #
 #   bash bench/gpu_check.sh                 # TIME_LIMIT=480 seconds in all
 #
@@ -82,6 +82,18 @@ if ! TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c "import torch_tpu._C" > "$OUT/import
 fi
 smoke || { log "smoke test failed"; exit 1; }
 log "smoke test passed"
+
+# Host cost of compute-free steps (bench/host_overhead.py) beside CUDA eager, CPU eager,
+# inductor and JAX on this GPU, in one process per workload: host_overhead_<workload>.json.
+for workload in ${HOST_WORKLOADS-gpt-nano decode}; do
+  budget=$(( $(left) - ${BENCH_RESERVE:-200} ))
+  if [ "$budget" -lt 30 ]; then log "no time left for host overhead $workload"; break; fi
+  log "host overhead $workload (at most $budget s)"
+  TORCH_TPU_PLUGIN=$PLUGIN timeout "$budget" $PY bench/host_overhead.py --workloads "$workload" \
+    --out "$OUT/host_overhead_$workload.json" --chart "$OUT/host_overhead_$workload.png" 2>&1 \
+    | tee -a "$OUT/run.log" | tail -6
+  log "host overhead $workload exit status ${PIPESTATUS[0]}"
+done
 
 # The benchmark: one JSON per workload, rewritten after each mode, so a run cut short keeps
 # what finished. Strict goes last: XLA:GPU compiles its ~70 per-op programs slowest.

@@ -4,7 +4,7 @@ cache lookup, binding, launch, Python). On a TPU or GPU that host time is the
 step; the CPU plugin hides it, since there the device shares the host's cores.
 
     python bench/host_overhead.py [--workloads gpt-nano decode ops]
-                                  [--modes cpu inductor jax strict fused compiled]
+                                  [--modes cpu cuda inductor jax strict fused compiled]
                                   [--blocks B] [--block-steps N] [--profile]
                                   [--out bench/results/host_overhead.json]
                                   [--chart bench/results/host_overhead.png]
@@ -22,6 +22,12 @@ Workloads:
 - ops: single ops on 4x4 tensors: host time per op
   in CPU eager, strict (a cache hit, launch included) and fused (recorded only;
   the cut is timed apart).
+
+cuda (gpt-nano, decode; where torch sees a GPU) is PyTorch's own CUDA eager on
+the same machine: the CUDA-grade host cost to meet on a GPU box. It runs in a
+process of its own, without torch_tpu: PyTorch's autograd takes one accelerator
+per process (PrivateUse1 first), so CUDA backward fails beside tpu. Its ratios
+(<mode>_over_cuda) are of medians across the two processes, not block against block.
 
 Every workload runs in one fresh process that holds all its modes (same weights,
 same batches) and runs them block by block in turn (2 x --blocks blocks of
@@ -52,7 +58,8 @@ sys.path.insert(0, HERE)
 import modes as bench_modes  # noqa: E402
 
 WORKLOADS = ("gpt-nano", "decode", "generate", "ops")
-MODES = ("cpu", "inductor", "jax", "strict", "fused", "compiled")
+MODES = ("cpu", "cuda", "inductor", "jax", "strict", "fused", "compiled")
+REFERENCE_MODES = ("cpu", "cuda", "inductor", "jax")
 TPU_MODES = ("strict", "fused", "compiled")
 DECODE_TOKENS = 64
 GENERATE_TOKENS = 32  # new tokens per generate call
@@ -74,10 +81,14 @@ def _set_mode(mode):
         torch_tpu.set_eager_mode("strict" if mode == "compiled" else mode)
 
 
+def _device(mode):
+    return "tpu" if mode in TPU_MODES else "cuda" if mode == "cuda" else "cpu"
+
+
 def _sync(mode):
-    if mode in TPU_MODES:
+    if mode in TPU_MODES or mode == "cuda":
         import torch
-        torch.tpu.synchronize()
+        getattr(torch, _device(mode)).synchronize()
 
 
 def _gpt_nano_runner(mode, losses):
@@ -92,7 +103,7 @@ def _gpt_nano_runner(mode, losses):
         info = {"config": dict(vars(cfg))}
         step = bench_modes._jax_reference().make_runner("gpt-nano", model, batches, info)
     else:
-        device = "tpu" if mode in TPU_MODES else "cpu"
+        device = _device(mode)
         _set_mode(mode)
         model = model.to(device)
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -138,7 +149,7 @@ def _decode_runner(mode, tokens):
     import torch
     import transformers
 
-    device = "tpu" if mode in TPU_MODES else "cpu"
+    device = _device(mode)
     _set_mode(mode)
     model = _llama(device)
     forward = model.forward
@@ -304,7 +315,8 @@ def _workload_child(args):
     finish = bench_modes._finisher(record, args.child_out)
     try:
         import torch
-        import torch_tpu  # noqa: F401
+        if args.modes != ["cuda"]:
+            import torch_tpu
 
         torch.set_num_threads(1)  # compute-free: one intra-op thread, as the device has its own
         record["torch_threads"] = torch.get_num_threads()
@@ -332,10 +344,15 @@ def _workload_child(args):
             if mode == "jax" and args.workload != "gpt-nano":
                 errors[mode] = "no jax reference for this workload"
                 continue
+            if mode == "cuda" and args.workload == "generate":
+                errors[mode] = "generate is measured on cpu, inductor and tpu"
+                continue
             outputs[mode] = []
             try:
                 runners[mode] = make(mode, outputs[mode])
                 runners[mode](2)  # compiles; a mode that cannot run this workload is named, not timed
+                if mode in TPU_MODES:
+                    torch_tpu.wait_for_compiles()  # steady state: fused graphs compiled, not run op by op
             except Exception as e:  # noqa: BLE001 - recorded, never hidden
                 runners.pop(mode, None)
                 errors[mode] = "%s: %s" % (type(e).__name__, str(e)[:1000])
@@ -347,8 +364,8 @@ def _workload_child(args):
         record["step_median_ms"] = {m: statistics.median(v) * 1e3 for m, v in times.items()}
         if args.workload == "generate":
             record["tokens_per_s"] = {m: GENERATE_TOKENS / statistics.median(v) for m, v in times.items()}
-        pairs = [(m, base) for m in ("strict", "fused", "compiled") for base in ("cpu", "inductor", "jax")]
-        pairs += [("fused", "strict"), ("compiled", "strict"), ("inductor", "cpu"), ("jax", "cpu")]
+        pairs = [(m, base) for m in ("strict", "fused", "compiled") for base in ("cpu", "cuda", "inductor", "jax")]
+        pairs += [("fused", "strict"), ("compiled", "strict"), ("inductor", "cpu"), ("jax", "cpu"), ("cuda", "cpu")]
         record["ratios"] = _block_ratios(times, pairs)
         # The same outputs in every mode: each mode's losses (tokens) against cpu's, step by step.
         reference = outputs.get("cpu")
@@ -446,6 +463,9 @@ def _profile(mode, seconds):
 def _run_child(argv, out):
     env = dict(os.environ)
     env["TORCH_TPU_CACHE_DIR"] = tempfile.mkdtemp(prefix="torch_tpu_host_overhead_")
+    # On a GPU box JAX, torch's CUDA and the tpu plugin share one process and one GPU:
+    # JAX takes memory as it needs it instead of most of the GPU up front.
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     cmd = [sys.executable, os.path.abspath(__file__)] + argv + ["--child-out", out]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
@@ -455,6 +475,25 @@ def _run_child(argv, out):
         return {"status": "error", "error": "exit %d: %s" % (proc.returncode, proc.stderr.strip()[-2000:])}
     with open(out) as f:
         return json.load(f)
+
+
+def _merge_alone(result, alone_result, modes):
+    """Adds the modes measured in a process of their own to `result`: their medians, and
+    each shared mode's ratio to them as a ratio of medians (not block against block)."""
+    if alone_result.get("status") != "ok":
+        result.setdefault("errors", {}).update({m: alone_result.get("error", "failed") for m in modes})
+        return
+    for mode in modes:
+        if mode not in alone_result["step_median_ms"]:
+            result.setdefault("errors", {})[mode] = alone_result.get("errors", {}).get(mode, "not run")
+            continue
+        median = alone_result["step_median_ms"][mode]
+        result["step_median_ms"][mode] = median
+        result["step_s"][mode] = alone_result["step_s"][mode]
+        for other in TPU_MODES + ("cpu",):
+            if other in result["step_median_ms"]:
+                ratio = result["step_median_ms"][other] / median
+                result["ratios"]["%s_over_%s" % (other, mode)] = {"median": ratio, "of": "medians, two processes"}
 
 
 def _chart(report, path):
@@ -468,7 +507,7 @@ def _chart(report, path):
     for ax, workload in zip(axes[0], panels):
         medians = report["results"][workload]["step_median_ms"]
         names = [m for m in MODES if m in medians]
-        ax.bar(names, [medians[m] for m in names], color=["#888" if m in ("cpu", "inductor", "jax") else "#2a6"
+        ax.bar(names, [medians[m] for m in names], color=["#888" if m in REFERENCE_MODES else "#2a6"
                                                           for m in names])
         ax.set_title("%s: host time per step (ms)" % workload)
         for i, m in enumerate(names):
@@ -491,7 +530,8 @@ def _chart(report, path):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--modes", nargs="+", choices=MODES,
+                        help="default: all but cuda, and cuda too where torch sees a GPU")
     parser.add_argument("--blocks", type=int, default=3, help="each mode runs 2 x BLOCKS timed blocks")
     parser.add_argument("--block-steps", type=int, default=20)
     parser.add_argument("--profile", action="store_true", help="also sample where the tpu modes' host time goes")
@@ -509,6 +549,8 @@ def main(argv=None):
         return _workload_child(args)
 
     import torch
+    if args.modes is None:
+        args.modes = [m for m in MODES if m != "cuda" or torch.cuda.is_available()]
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
               "command": " ".join(["python bench/host_overhead.py"] + (argv if argv is not None else sys.argv[1:])),
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__},
@@ -520,7 +562,15 @@ def main(argv=None):
             if workload == "ops":
                 child[child.index("--block-steps") + 1] = str(max(1, args.block_steps // 4))
             t = time.perf_counter()
+            alone = ["cuda"] if "cuda" in args.modes and workload != "ops" else []
+            shared = [m for m in args.modes if m not in alone]
+            if not shared:
+                shared, alone = alone, []
+            child[child.index("--modes") + 1:child.index("--blocks")] = shared
             result = _run_child(child, os.path.join(tmp, workload + ".json"))
+            if alone and result.get("status") == "ok":
+                child[child.index("--modes") + 1:child.index("--blocks")] = alone
+                _merge_alone(result, _run_child(child, os.path.join(tmp, workload + "-alone.json")), alone)
             result["seconds"] = time.perf_counter() - t
             report["results"][workload] = result
             print(_summary(workload, result), flush=True)

@@ -396,6 +396,11 @@ def _child(args):
         warmup_losses = [step() for _ in range(WARMUP_STEPS)]
         sync()
         if on_tpu:
+            # Steady state is after the background compiles (fused mode off XLA:CPU):
+            # until they finish, a cut runs its graph op by op.
+            t = time.perf_counter()
+            torch_tpu.wait_for_compiles()
+            record["background_compile_wait_s"] = time.perf_counter() - t
             torch.tpu.reset_peak_memory_stats()
             record["memory_allocated_before_steps"] = torch.tpu.memory_allocated()
         elif device == "cuda":

@@ -143,6 +143,18 @@ def test_host_overhead_ratios_are_taken_block_by_block():
     assert ratio == {"fused_over_cpu": {"median": 2.0, "min": 1.5, "max": 4.0}}
 
 
+def test_host_overhead_takes_cuda_from_a_process_of_its_own_as_a_ratio_of_medians():
+    result = {"status": "ok", "step_median_ms": {"cpu": 1.0, "fused": 3.0}, "step_s": {}, "ratios": {}}
+    alone = {"status": "ok", "step_median_ms": {"cuda": 2.0}, "step_s": {"cuda": [0.002]}, "errors": {}}
+    host_overhead._merge_alone(result, alone, ["cuda"])
+    assert result["step_median_ms"]["cuda"] == 2.0
+    assert result["ratios"]["fused_over_cuda"] == {"median": 1.5, "of": "medians, two processes"}
+    assert result["ratios"]["cpu_over_cuda"]["median"] == 0.5
+    failed = {"status": "ok", "step_median_ms": {}, "step_s": {}, "ratios": {}}
+    host_overhead._merge_alone(failed, {"status": "error", "error": "no GPU"}, ["cuda"])
+    assert failed["errors"] == {"cuda": "no GPU"}
+
+
 def test_host_overhead_sorts_a_sample_into_the_innermost_part_that_claims_it():
     classify = host_overhead._classify
     launch = "main;THPVariable_add;tpu::aten::elementwise;tpu::aten::Program::run;pjrt::PJRT_LoadedExecutable_Execute"

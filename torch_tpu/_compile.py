@@ -824,11 +824,13 @@ def _route_default_backend_on_tpu():
     if getattr(inductor_call, "_torch_tpu", False):
         return
 
-    def __call__(self, model_, inputs_, *, config_patches=None):
+    # Keyword arguments pass through as given: torch 2.13 added config_patches, and an
+    # older torch rejects it.
+    def __call__(self, model_, inputs_, **kwargs):
         if _graph_on_tpu(model_, inputs_):
             _stats["default_backend_graphs"] += 1
             return tpu_backend(model_, inputs_)
-        return inductor_call(self, model_, inputs_, config_patches=config_patches)
+        return inductor_call(self, model_, inputs_, **kwargs)
 
     __call__._torch_tpu = True
     wrapper.__call__ = __call__

@@ -9,11 +9,10 @@
 #include <torch/library.h>
 
 namespace tpu::aten {
-// PyTorch's op-list macros spell their signatures as ATen's own sources do.
-using at::IntArrayRef;
-using at::Scalar;
-using at::ScalarType;
-using at::Tensor;
+// PyTorch's op-list macros spell their signatures as ATen's own sources do, with
+// ATen's names unqualified (which names depends on the release: torch 2.11's name
+// DimnameList, which 2.13 no longer has).
+using namespace at;  // NOLINT(google-build-using-namespace)
 
 namespace {
 

@@ -7,6 +7,7 @@
 // hash is ignored (with a warning) and rewritten; it never crashes a load.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
