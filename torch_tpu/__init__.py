@@ -4,6 +4,7 @@
 `torch.device("tpu")` works with no import of torch_tpu.
 """
 import atexit
+import sys
 import time
 
 import torch
@@ -20,6 +21,10 @@ _C._set_plugin_path(_plugin_path, _selected_by, sorted(_plugin.client_options(_p
 from . import tpu  # noqa: E402
 
 torch._register_device_module("tpu", tpu)
+from . import memory  # noqa: E402 - torch.tpu.memory, as torch.cuda.memory
+
+tpu.memory = memory
+sys.modules["torch.tpu.memory"] = memory
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
 from .metrics import explain_compiles, metrics, metrics_report, reset_metrics  # noqa: E402

@@ -15,6 +15,7 @@
 #include "engine/pending_graph.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
+#include "python/memory_snapshot.h"
 #include "lowering/types.h"
 #include "runtime/device.h"
 #include "runtime/device_allocator.h"
@@ -143,6 +144,25 @@ runtime::TpuGenerator& generator(int device) {
 PYBIND11_MODULE(_C, m) {
   using namespace tpu;
   m.doc() = "torch_tpu native core";
+  // c10 errors raised by these bindings become the Python types torch raises (IndexError
+  // for a bad device index, ...), without C++ backtraces. Module-local, so it answers
+  // before any translator another module registered (on a torch 2.11 build a c10 error
+  // reaching the shared translators crashed the process).
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const c10::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+    } catch (const c10::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+    } catch (const c10::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
+    } catch (const c10::NotImplementedError& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
   distributed::bind(m);
   m.def("_compile_signature", &python::compile_signature);
   // Engine warnings become Python warnings (TORCH_WARN is buffered and raised
@@ -312,6 +332,7 @@ PYBIND11_MODULE(_C, m) {
     python::flush_pending(engine::Cut::Sync);  // an event covers the work queued before it
     return rt.mark();
   });
+  python::bind_memory_history(m);
   m.def("_memory_allocated", &runtime::memory_allocated);
   m.def("_max_memory_allocated", &runtime::max_memory_allocated);
   m.def("_reset_peak_memory_stats", &runtime::reset_peak_memory);

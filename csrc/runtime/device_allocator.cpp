@@ -9,6 +9,7 @@
 
 #include "engine/pending_graph.h"
 #include "runtime/device.h"
+#include "runtime/memory_history.h"
 
 namespace tpu::runtime {
 namespace {
@@ -24,6 +25,7 @@ std::array<DeviceCounters, kMaxDevices> g_devices;
 
 void on_free(void* ctx) {
   auto* value = static_cast<StorageValue*>(ctx);
+  note_free(value);
   engine::forget_pending(value);
   delete value;
 }
@@ -43,6 +45,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
     auto* value = new StorageValue();
     value->nbytes = nbytes;
     value->device = device;
+    note_allocation(value, address, nbytes, device);
     return c10::DataPtr(reinterpret_cast<void*>(address), value, &on_free, where);
   }
 

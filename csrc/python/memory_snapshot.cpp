@@ -1,0 +1,114 @@
+#include "python/memory_snapshot.h"
+
+#include <torch/csrc/profiler/combined_traceback.h>
+#include <torch/extension.h>
+
+#include <vector>
+
+#include "engine/runtime.h"
+#include "runtime/memory_history.h"
+
+namespace py = pybind11;
+
+// From torch/csrc/profiler/python/combined_traceback.h (libtorch_python exports them),
+// which the wheel's headers cannot include: it needs nlohmann/json.hpp, not shipped.
+namespace torch {
+std::vector<pybind11::object> py_symbolize(std::vector<CapturedTraceback*>& to_symbolize);
+void installCapturedTracebackPython();
+}  // namespace torch
+
+namespace tpu::python {
+namespace {
+
+// The symbolized frames of each context, in one batch (torch symbolizes C++ frames
+// once per batch); an empty list where there is none.
+std::vector<py::object> frames_of(const std::vector<const std::shared_ptr<c10::GatheredContext>*>& contexts) {
+  std::vector<torch::CapturedTraceback*> tracebacks;
+  std::vector<int> index(contexts.size(), -1);
+  for (size_t i = 0; i < contexts.size(); ++i)
+    if (*contexts[i]) {
+      index[i] = static_cast<int>(tracebacks.size());
+      tracebacks.push_back(static_cast<torch::CapturedTraceback*>(contexts[i]->get()));
+    }
+  std::vector<py::object> symbolized = torch::py_symbolize(tracebacks);
+  std::vector<py::object> out;
+  out.reserve(contexts.size());
+  for (int i : index) out.push_back(i < 0 ? py::list() : symbolized[i]);
+  return out;
+}
+
+py::dict snapshot() {
+  runtime::MemorySnapshot snap = runtime::memory_snapshot();
+  std::vector<const std::shared_ptr<c10::GatheredContext>*> contexts;
+  for (const auto& b : snap.blocks) contexts.push_back(&b.context);
+  for (const auto& e : snap.events) contexts.push_back(&e.context);
+  std::vector<py::object> frames = frames_of(contexts);
+  size_t next = 0;
+
+  py::list segments;
+  for (const runtime::LiveBlock& b : snap.blocks) {
+    size_t size = b.nbytes;  // the allocator's address spacing is not memory: no rounding
+    py::dict block;
+    block["address"] = b.address;
+    block["size"] = size;
+    block["requested_size"] = b.nbytes;
+    block["state"] = "active_allocated";
+    block["frames"] = frames[next];
+    py::dict segment;  // no caching allocator: a segment per storage
+    segment["device"] = b.device;
+    segment["address"] = b.address;
+    segment["total_size"] = size;
+    segment["allocated_size"] = size;
+    segment["active_size"] = size;
+    segment["requested_size"] = b.nbytes;
+    segment["stream"] = 0;
+    segment["segment_type"] = "large";
+    segment["segment_pool_id"] = py::make_tuple(0, 0);
+    segment["is_expandable"] = false;
+    segment["frames"] = frames[next++];
+    segment["blocks"] = py::list(py::make_tuple(block));
+    segments.append(segment);
+  }
+  int devices = 0;
+  try {
+    devices = engine::Runtime::get().device_count();
+  } catch (const std::exception&) {
+  }
+  std::vector<py::list> traces(devices);
+  for (const runtime::MemoryEvent& e : snap.events) {
+    py::dict entry;
+    entry["action"] = e.action == runtime::MemoryEvent::Action::Alloc ? "alloc" : "free_completed";
+    entry["addr"] = e.address;
+    entry["size"] = e.nbytes;
+    entry["stream"] = 0;
+    entry["time_us"] = e.time_us;
+    entry["frames"] = frames[next++];
+    if (e.device >= 0 && e.device < devices) traces[e.device].append(entry);
+  }
+  py::dict out;
+  out["segments"] = segments;
+  py::list device_traces;
+  for (auto& t : traces) device_traces.append(t);
+  out["device_traces"] = device_traces;
+  out["allocator_settings"] = py::dict();
+  return out;
+}
+
+}  // namespace
+
+void bind_memory_history(py::module_& m) {
+  m.def("_record_memory_history", [](bool enabled, bool python_stacks, bool cpp_stacks, size_t max_entries) {
+    runtime::ContextGatherer gatherer;
+    if (enabled && (python_stacks || cpp_stacks)) {
+      torch::installCapturedTracebackPython();
+      gatherer = [python_stacks, cpp_stacks]() -> std::shared_ptr<c10::GatheredContext> {
+        return torch::CapturedTraceback::gather(python_stacks, /*script=*/python_stacks, cpp_stacks);
+      };
+    }
+    runtime::record_memory_history(enabled, std::move(gatherer), max_entries);
+  });
+  m.def("_memory_history_enabled", &runtime::memory_history_enabled);
+  m.def("_memory_snapshot", &snapshot);
+}
+
+}  // namespace tpu::python
