@@ -109,3 +109,21 @@ def test_bad_arguments_raise_value_error(kwargs):
 def test_import_as_torch_cuda_memory():
     import torch.tpu.memory as memory
     assert memory is torch.tpu.memory and memory.memory_allocated is torch.tpu.memory_allocated
+
+
+def _allocate_four_mib():
+    return torch.ones(2**20, device="tpu")
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_out_of_memory_raises_cudas_error_naming_the_largest_storages(recording, mode):
+    kept = _allocate_four_mib()
+    torch.tpu.synchronize()
+    with torch_tpu.eager_mode(mode):
+        with pytest.raises(torch.OutOfMemoryError) as raised:
+            # 2**48 bytes: more than any address space holds, whatever the overcommit policy
+            torch.zeros(2**46, device="tpu").sum().item()
+    message = str(raised.value)
+    assert "Out of memory" in message and "MiB in live buffers" in message
+    assert "4194304 bytes from" in message and "_allocate_four_mib" in message
+    assert kept.sum().item() == 2**20  # what the user had is intact

@@ -115,8 +115,8 @@ at::Tensor to_cpu(const at::Tensor& src) {
   try {
     engine::Runtime::get().download(*buffer, host.data_ptr(), host.nbytes());
   } catch (const engine::Error& e) {
-    TORCH_CHECK(false, "torch_tpu: reading a tpu tensor of shape ", src.sizes(), " (", src.scalar_type(),
-                ") failed: ", e.what());
+    raise_device_error(c10::str("torch_tpu: reading a tpu tensor of shape ", src.sizes(), " (", src.scalar_type(), ")"),
+                       e, src.device().index());
   }
   check_pending_asserts();
   return host;
@@ -146,8 +146,9 @@ void from_cpu(const at::Tensor& src, const at::Tensor& dst) {
   try {
     buffer = engine::Runtime::get().upload(host.data_ptr(), wire, shape, device);
   } catch (const engine::Error& e) {
-    TORCH_CHECK(false, "torch_tpu: copying a tensor of shape ", dst.sizes(), " (", dst.scalar_type(),
-                ") to tpu failed: ", e.what());
+    raise_device_error(c10::str("torch_tpu: copying a tensor of shape ", dst.sizes(), " (", dst.scalar_type(),
+                                ") to tpu"),
+                       e, device);
   }
   if (whole) {  // the upload is the new storage value: no program needed
     engine::set_buffer(value, std::move(buffer), ir::Type{dtype, shape});

@@ -19,6 +19,7 @@
 #include "lowering/types.h"
 #include "lowering/view.h"
 #include "runtime/device.h"
+#include "runtime/memory_history.h"
 
 namespace tpu::aten {
 namespace {
@@ -140,8 +141,9 @@ void Program::check_outputs(const std::vector<engine::BufferRef>& outputs) const
     try {
       engine::await_ready(buffer);
     } catch (const engine::Error& e) {
-      TORCH_CHECK(false, "torch_tpu: ", op_name_, "(", operands(), ") failed on the device", where_in_user_code(),
-                  ": ", e.what());
+      raise_device_error("torch_tpu: " + std::string(op_name_) + "(" + operands() + ") on the device" +
+                             where_in_user_code(),
+                         e, device_);
     }
   }
   if (!engine::config::flag(engine::config::Knob::CheckNan)) return;
@@ -234,6 +236,24 @@ void Program::check_device(const at::Tensor& t) const {
 void raise_device_mismatch(c10::Device first, c10::Device second, const std::string& op) {
   TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", first, " and ",
               second, "! (while checking arguments for ", op, ")");
+}
+
+void raise_device_error(const std::string& what, const engine::Error& error, int device) {
+  constexpr int kResourceExhausted = 8;  // PJRT_Error_Code_RESOURCE_EXHAUSTED
+  bool out_of_memory = error.code() == kResourceExhausted || std::strstr(error.what(), "Out of memory") != nullptr;
+  if (!out_of_memory) TORCH_CHECK(false, what, " failed: ", error.what());
+  std::string report = "\ntpu:" + std::to_string(device) + " holds " +
+                       std::to_string(engine::Runtime::memory_in_use(device) >> 20) + " MiB in live buffers (peak " +
+                       std::to_string(engine::Runtime::memory_peak(device) >> 20) + " MiB).";
+  if (runtime::memory_history_enabled()) {
+    std::vector<std::string> largest = runtime::largest_live_storages(device, 5);
+    if (!largest.empty()) report += " Largest live storages:";
+    for (const std::string& line : largest) report += "\n  " + line;
+  } else {
+    report += " torch.tpu.memory._record_memory_history() records where each storage was made, for this "
+              "message and torch.tpu.memory._snapshot().";
+  }
+  TORCH_CHECK_WITH(OutOfMemoryError, false, what, " failed: ", error.what(), report);
 }
 
 ir::Value Program::bind(const engine::BufferRef& buffer, const ir::Type& type) {
@@ -420,7 +440,7 @@ std::vector<engine::BufferRef> Program::run_now() {
   try {
     outputs = engine::Runtime::get().execute(graph_, args, device_, &info);
   } catch (const engine::Error& e) {
-    TORCH_CHECK(false, "torch_tpu: ", op_name_, "(", operands(), ") failed: ", e.what());
+    raise_device_error("torch_tpu: " + std::string(op_name_) + "(" + operands() + ")", e, device_);
   }
   if (engine::eager_mode() == engine::EagerMode::Debug) check_outputs(outputs);
   if (log_ops_enabled()) log_launch(info);

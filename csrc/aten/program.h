@@ -139,6 +139,12 @@ bool covers_whole_storage(const at::Tensor& t);
 // Raises CUDA's error for operands on two devices, naming both and the op.
 [[noreturn]] void raise_device_mismatch(c10::Device first, c10::Device second, const std::string& op);
 
+// Raises "<what> failed: <the plugin's error>" as CUDA would: torch.OutOfMemoryError when
+// the plugin ran out of memory (with the device's memory in use and, while
+// torch.tpu.memory records, its largest storages and the Python lines that made them),
+// else RuntimeError.
+[[noreturn]] void raise_device_error(const std::string& what, const engine::Error& error, int device);
+
 // Device of a tpu tensor operand set (the first tpu tensor's device).
 int device_of(std::initializer_list<const at::Tensor*> tensors);
 

@@ -1,6 +1,7 @@
 #include "runtime/memory_history.h"
 
 #include <c10/util/ApproximateClock.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 
 #include <algorithm>
 #include <atomic>
@@ -90,6 +91,36 @@ MemorySnapshot memory_snapshot() {
   std::sort(out.blocks.begin(), out.blocks.end(),
             [](const LiveBlock& a, const LiveBlock& b) { return a.address < b.address; });
   out.events.assign(h.events.begin(), h.events.end());
+  return out;
+}
+
+std::vector<std::string> largest_live_storages(int device, size_t n) {
+  std::vector<LiveBlock> blocks;
+  for (LiveBlock& b : memory_snapshot().blocks)
+    if (b.device == device) blocks.push_back(std::move(b));
+  std::sort(blocks.begin(), blocks.end(), [](const LiveBlock& a, const LiveBlock& b) { return a.nbytes > b.nbytes; });
+  if (blocks.size() > n) blocks.resize(n);
+  std::vector<torch::CapturedTraceback*> contexts;
+  for (const LiveBlock& b : blocks)
+    if (b.context) contexts.push_back(static_cast<torch::CapturedTraceback*>(b.context.get()));
+  torch::SymbolizedTracebacks symbolized = torch::symbolize(contexts);
+  std::vector<std::string> out;
+  size_t next = 0;
+  for (const LiveBlock& b : blocks) {
+    std::string where = "an unknown place";
+    if (b.context) {
+      for (uint64_t frame : symbolized.tracebacks[next]) {
+        const auto& f = symbolized.all_frames[frame];
+        bool user = !f.filename.empty() && f.filename.find("/torch/") == std::string::npos;
+        if (user) {
+          where = f.filename + ":" + std::to_string(f.lineno) + " in " + f.funcname;
+          break;
+        }
+      }
+      ++next;
+    }
+    out.push_back(std::to_string(b.nbytes) + " bytes from " + where);
+  }
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace tpu::runtime {
@@ -55,5 +56,9 @@ struct MemorySnapshot {
 };
 // The recorded storages alive now and the recorded trace.
 MemorySnapshot memory_snapshot();
+
+// The `n` largest recorded storages alive on `device`, each as "<bytes> bytes from
+// <file>:<line> in <function>" (its innermost frame outside torch's own files), largest first.
+std::vector<std::string> largest_live_storages(int device, size_t n);
 
 }  // namespace tpu::runtime
