@@ -1,14 +1,12 @@
 #include "ir/graph.h"
 
-#include <unordered_set>
-
-#include <mutex>
-
 #include <bit>
 #include <charconv>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <stdexcept>
+#include <unordered_set>
 
 namespace tpu::ir {
 

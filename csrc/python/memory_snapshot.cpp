@@ -47,19 +47,19 @@ py::dict snapshot() {
 
   py::list segments;
   for (const runtime::LiveBlock& b : snap.blocks) {
-    size_t size = b.nbytes;  // the allocator's address spacing is not memory: no rounding
+    // Sizes are the storage's bytes: the allocator's address spacing is not memory.
     py::dict block;
     block["address"] = b.address;
-    block["size"] = size;
+    block["size"] = b.nbytes;
     block["requested_size"] = b.nbytes;
     block["state"] = "active_allocated";
     block["frames"] = frames[next];
     py::dict segment;  // no caching allocator: a segment per storage
     segment["device"] = b.device;
     segment["address"] = b.address;
-    segment["total_size"] = size;
-    segment["allocated_size"] = size;
-    segment["active_size"] = size;
+    segment["total_size"] = b.nbytes;
+    segment["allocated_size"] = b.nbytes;
+    segment["active_size"] = b.nbytes;
     segment["requested_size"] = b.nbytes;
     segment["stream"] = 0;
     segment["segment_type"] = "large";
@@ -107,7 +107,6 @@ void bind_memory_history(py::module_& m) {
     }
     runtime::record_memory_history(enabled, std::move(gatherer), max_entries);
   });
-  m.def("_memory_history_enabled", &runtime::memory_history_enabled);
   m.def("_memory_snapshot", &snapshot);
 }
 

@@ -15,8 +15,8 @@
 #include "engine/pending_graph.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
-#include "python/memory_snapshot.h"
 #include "lowering/types.h"
+#include "python/memory_snapshot.h"
 #include "runtime/device.h"
 #include "runtime/device_allocator.h"
 #include "runtime/generator.h"
@@ -209,7 +209,6 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_clear_compile_records", &engine::clear_compile_records);
   m.def("_set_compile_recording", &engine::set_compile_recording);
-  m.def("_compile_recording", &engine::compile_recording);
   m.def("_wait_for_compiles", &engine::drain_background_compiles, py::call_guard<py::gil_scoped_release>());
   m.def("_inject_background_compile_failure", &engine::inject_background_compile_failure);
   m.def("_set_eager_mode", [](const std::string& mode) {

@@ -96,8 +96,12 @@ MemorySnapshot memory_snapshot() {
 
 std::vector<std::string> largest_live_storages(int device, size_t n) {
   std::vector<LiveBlock> blocks;
-  for (LiveBlock& b : memory_snapshot().blocks)
-    if (b.device == device) blocks.push_back(std::move(b));
+  {
+    History& h = history();
+    std::lock_guard<std::mutex> lock(h.mutex);
+    for (const auto& [key, block] : h.live)
+      if (block.device == device) blocks.push_back(block);
+  }
   std::sort(blocks.begin(), blocks.end(), [](const LiveBlock& a, const LiveBlock& b) { return a.nbytes > b.nbytes; });
   if (blocks.size() > n) blocks.resize(n);
   std::vector<torch::CapturedTraceback*> contexts;
