@@ -64,7 +64,9 @@ setup(
         CppExtension(
             "torch_tpu._C",
             sources,
-            include_dirs=[os.path.join(here, "csrc"), pjrt_include_dir()],
+            # Kineto's headers: the device's events in torch.profiler (csrc/python/profiler.cpp).
+            include_dirs=[os.path.join(here, "csrc"), pjrt_include_dir(),
+                          os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
             # -g0 last: Python's own flags carry -g, which makes the extension ~120 MB.
             extra_compile_args=["-O2", "-std=c++20", "-Wall", "-Wno-unused-parameter", "-fvisibility=hidden", "-g0"],
             libraries=["dl"],

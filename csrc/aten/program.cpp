@@ -14,6 +14,7 @@
 #include "engine/config.h"
 #include "engine/diagnostics.h"
 #include "engine/runtime.h"
+#include "engine/trace.h"
 #include "ir/ops.h"
 #include "lowering/elementwise.h"
 #include "lowering/types.h"
@@ -437,6 +438,7 @@ std::vector<engine::BufferRef> Program::run_now() {
   for (auto& a : arguments_) args.push_back(a.buffer);
   std::vector<engine::BufferRef> outputs;
   engine::LaunchInfo info;
+  engine::trace::ScopedName trace_name(op_name_);
   try {
     outputs = engine::Runtime::get().execute(graph_, args, device_, &info);
   } catch (const engine::Error& e) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/metrics.h"
+#include "engine/trace.h"
 
 namespace tpu::distributed {
 namespace {
@@ -104,6 +105,7 @@ class HostStagedBackend final : public c10d::Backend {
   const std::string getBackendName() const override { return "tpu_dist"; }
 
   WorkPtr broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override {
+    Traced traced("broadcast", tensors);
     check_tpu(tensors, "broadcast");
     if (size_ == 1) return finished(tensors);
     Tensors host = to_host(tensors);
@@ -123,6 +125,7 @@ class HostStagedBackend final : public c10d::Backend {
   }
 
   WorkPtr reduce(Tensors& tensors, const c10d::ReduceOptions& opts) override {
+    Traced traced("reduce", tensors);
     check_tpu(tensors, "reduce");
     const Reduction r = plan_reduction(opts.reduceOp, size_);
     Tensors host = to_host(tensors, &r);
@@ -140,6 +143,7 @@ class HostStagedBackend final : public c10d::Backend {
   }
 
   WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override {
+    Traced traced("_allgather_base", {input});
     gather_into(output, input, opts);
     return finished({output});
   }
@@ -157,6 +161,7 @@ class HostStagedBackend final : public c10d::Backend {
   }
 
   WorkPtr scatter(Tensors& outputs, std::vector<Tensors>& inputs, const c10d::ScatterOptions& opts) override {
+    Traced traced("scatter", outputs);
     check_tpu(outputs, "scatter");
     for (auto& list : inputs) check_tpu(list, "scatter");
     std::vector<Tensors> host_in;
@@ -173,6 +178,7 @@ class HostStagedBackend final : public c10d::Backend {
   WorkPtr reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
                          const c10d::ReduceScatterOptions& opts) override {
     check_tpu(outputs, "reduce_scatter");
+    Traced traced("reduce_scatter", outputs);
     TORCH_CHECK(outputs.size() == inputs.size(), "tpu_dist: reduce_scatter got ", outputs.size(), " outputs for ",
                 inputs.size(), " input lists");
     const Reduction r = plan_reduction(opts.reduceOp, size_);
@@ -193,6 +199,7 @@ class HostStagedBackend final : public c10d::Backend {
   }
 
   WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override {
+    Traced traced("_reduce_scatter_base", {input});
     scatter_reduced(output, input, opts);
     return finished({output});
   }
@@ -205,6 +212,7 @@ class HostStagedBackend final : public c10d::Backend {
 
   WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
                         std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) override {
+    Traced traced("alltoall_base", {input});
     Tensors in{input}, out{output};
     check_tpu(in, "alltoall_base");
     check_tpu(out, "alltoall_base");
@@ -218,6 +226,7 @@ class HostStagedBackend final : public c10d::Backend {
   // A list all-to-all is one flat all-to-all of the concatenated tensors, split
   // by element counts.
   WorkPtr alltoall(Tensors& outputs, Tensors& inputs, const c10d::AllToAllOptions& opts) override {
+    Traced traced("alltoall", inputs);
     check_tpu(inputs, "alltoall");
     check_tpu(outputs, "alltoall");
     TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
@@ -301,6 +310,18 @@ class HostStagedBackend final : public c10d::Backend {
     }
   }
 
+  // A collective's event in torch.profiler, from construction to the end of its scope.
+  struct Traced : engine::trace::Span {
+    Traced(const char* op, const Tensors& tensors)
+        : Span(engine::trace::Kind::Collective, tensors.empty() ? 0 : tensors[0].device().index()) {
+      if (!active()) return;
+      int64_t bytes = 0;
+      for (const auto& t : tensors) bytes += static_cast<int64_t>(t.nbytes());
+      event().name = op;
+      event().detail = "bytes=" + std::to_string(bytes);
+    }
+  };
+
   // A collective that has finished: its Work is done and its future holds the
   // output tensors (DDP's reducer reads them from there).
   static WorkPtr finished(const Tensors& outputs) {
@@ -332,6 +353,7 @@ class HostStagedBackend final : public c10d::Backend {
   // collective on the staged copies with the host's reduce op.
   template <class Options, class HostCall>
   WorkPtr reduced_everywhere(Tensors& tensors, const Options& opts, const char* op, HostCall&& host_call) {
+    Traced traced(op, tensors);
     check_tpu(tensors, op);
     const Reduction r = plan_reduction(opts.reduceOp, size_);
     if (size_ == 1) return finished(reduced_alone(tensors, r));
@@ -347,6 +369,7 @@ class HostStagedBackend final : public c10d::Backend {
   // copied back into the caller's.
   template <class HostCall>
   WorkPtr gathered_lists(std::vector<Tensors>& outputs, Tensors& inputs, const char* op, HostCall&& host_call) {
+    Traced traced(op, inputs);
     check_tpu(inputs, op);
     for (auto& list : outputs) check_tpu(list, op);
     Tensors host_in = to_host(inputs);
@@ -360,6 +383,7 @@ class HostStagedBackend final : public c10d::Backend {
   // The coalesced tensor collectives: one per (output, input) pair.
   template <class One>
   WorkPtr pairwise(Tensors& outputs, Tensors& inputs, const char* op, One&& one) {
+    Traced traced(op, inputs);
     TORCH_CHECK(outputs.size() == inputs.size(), "tpu_dist: ", op, " got ", outputs.size(), " outputs for ",
                 inputs.size(), " inputs");
     for (size_t i = 0; i < inputs.size(); ++i) one(outputs[i], inputs[i]);

@@ -14,6 +14,7 @@
 #include "engine/config.h"
 #include "engine/metrics.h"
 #include "engine/runtime.h"
+#include "engine/trace.h"
 
 namespace tpu::engine {
 namespace {
@@ -57,6 +58,7 @@ void work() {
     std::string error = std::exchange(q.injected_failure, {});
     lock.unlock();
     if (error.empty()) try {
+        trace::ScopedName trace_name("fused graph");
         Runtime::get().compile_into_cache(job.graph, job.fingerprint);
       } catch (const std::exception& e) {
         error = e.what();

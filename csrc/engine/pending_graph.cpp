@@ -16,6 +16,7 @@
 #include "engine/diagnostics.h"
 #include "engine/metrics.h"
 #include "engine/runtime.h"
+#include "engine/trace.h"
 #include "ir/ops.h"
 
 namespace tpu::engine {
@@ -222,6 +223,12 @@ PendingGraph& pending_for(int device) {
 
 std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vector<ir::Value>& results) {
   ++runs;
+  trace::ScopedName trace_name("fused graph");
+  trace::Span span(trace::Kind::Cut, device);
+  if (span.active()) {
+    span.event().name = std::string("cut: ") + cut_name(reason);
+    span.event().detail = "ops=" + std::to_string(ops.size()) + " last_op=" + (ops.empty() ? "" : ops.back());
+  }
   std::vector<size_t> slots;
   std::vector<ir::Type> types;  // of the written storages' new buffers
   for (size_t slot = 0; slot < written.size(); ++slot) {
@@ -526,6 +533,7 @@ std::vector<BufferRef> CapturedProgram::execute(std::span<StorageValue* const> i
   // Donate only buffers that nothing but their storage (and `args`) holds.
   bool donate = true;
   for (auto [parameter, result] : graph_.aliases()) donate = donate && args[parameter].use_count() == 2;
+  trace::ScopedName trace_name("compiled graph");
   try {
     if (donate) return Runtime::get().launch(*executable_, graph_, args, device_);
     if (!plain_executable_) plain_executable_ = Runtime::get().prepare(plain_graph_);

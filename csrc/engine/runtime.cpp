@@ -19,6 +19,7 @@
 #include "engine/compile_log.h"
 #include "engine/config.h"
 #include "engine/metrics.h"
+#include "engine/trace.h"
 #include "ir/ops.h"
 
 namespace tpu::engine {
@@ -351,6 +352,11 @@ std::shared_ptr<pjrt::Executable> Runtime::find(const ir::Graph& graph, const ir
 
 std::shared_ptr<pjrt::Executable> Runtime::compile_into_cache(const ir::Graph& graph,
                                                               const ir::Fingerprint& fingerprint) {
+  trace::Span span(trace::Kind::Compile, 0);
+  if (span.active()) {
+    span.event().name = std::string("compile ") + trace::ScopedName::current();
+    span.event().detail = "nodes=" + std::to_string(graph.size()) + " background=1";
+  }
   return remember(fingerprint, compile(graph.key(), graph, nullptr));
 }
 
@@ -359,9 +365,15 @@ std::shared_ptr<pjrt::Executable> Runtime::compile_into_cache(const ir::Graph& g
 std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph, LaunchInfo* info) {
   ir::Fingerprint fingerprint = graph.fingerprint();
   if (auto exe = in_memory(fingerprint)) return exe;
+  trace::Span span(trace::Kind::Compile, 0);
   std::string key = graph.key();
   auto exe = load_from_disk(key, graph, info);
+  bool from_disk = exe != nullptr;
   if (!exe) exe = compile(key, graph, info);
+  if (span.active()) {
+    span.event().name = std::string(from_disk ? "load " : "compile ") + trace::ScopedName::current();
+    span.event().detail = "nodes=" + std::to_string(graph.size()) + (from_disk ? " from_disk=1" : "");
+  }
   return remember(fingerprint, std::move(exe));
 }
 
@@ -481,9 +493,15 @@ std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Gr
   raw.reserve(args.size());
   for (const auto& b : args) raw.push_back(b->raw());
   auto t0 = std::chrono::steady_clock::now();
+  trace::Span span(trace::Kind::Launch, device_index);
   auto outputs = exe.execute(device(device_index), raw);
   metrics().add("executions");
   metrics().add("execute_seconds", seconds_since(t0));
+  if (span.active()) {
+    span.event().name = std::string("launch ") + trace::ScopedName::current();
+    if (!outputs.empty()) trace::record_execution(trace::ScopedName::current(), device_index, span.start_ns(),
+                                                  outputs.front()->ready_event());
+  }
   DonatedUntilDone donated;
   for (auto [parameter, output] : graph.aliases()) {
     donated.buffers.push_back(args[parameter]);
@@ -517,6 +535,11 @@ std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Gr
 }
 
 BufferRef Runtime::upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device_index) {
+  trace::Span span(trace::Kind::Upload, device_index);
+  if (span.active()) {
+    span.event().name = "host to device";
+    span.event().detail = "bytes=" + std::to_string(ir::numel(shape) * ir::byte_width(dtype));
+  }
   auto buffer = client_->buffer_from_host(data, element_type(dtype), shape.vec(), device(device_index));
   metrics().add("host_to_device_transfers");
   metrics().add("host_to_device_bytes", static_cast<double>(ir::numel(shape) * ir::byte_width(dtype)));
@@ -524,6 +547,11 @@ BufferRef Runtime::upload(const void* data, ir::DType dtype, const ir::Shape& sh
 }
 
 void Runtime::download(const pjrt::Buffer& buffer, void* dst, size_t nbytes) {
+  trace::Span span(trace::Kind::Download, 0);
+  if (span.active()) {
+    span.event().name = "device to host";
+    span.event().detail = "bytes=" + std::to_string(nbytes);
+  }
   buffer.to_host(dst, nbytes);
   metrics().add("device_to_host_transfers");
   metrics().add("device_to_host_bytes", static_cast<double>(nbytes));

@@ -135,6 +135,36 @@ void Event::await() const {
   check(plugin_->api(), plugin_->api()->PJRT_Event_Await(&args), "device execution failed");
 }
 
+void Event::on_ready(std::function<void()> callback) const {
+  if (handle_ == nullptr) {
+    callback();
+    return;
+  }
+  struct Waiting {
+    const PJRT_Api* api;
+    std::function<void()> callback;
+  };
+  auto* waiting = new Waiting{plugin_->api(), std::move(callback)};
+  PJRT_Event_OnReady_Args args{};
+  args.struct_size = PJRT_Event_OnReady_Args_STRUCT_SIZE;
+  args.event = handle_;
+  args.user_arg = waiting;
+  args.callback = [](PJRT_Error* error, void* arg) {
+    std::unique_ptr<Waiting> w(static_cast<Waiting*>(arg));
+    if (error != nullptr) {  // the execution's failure surfaces where its outputs are read
+      PJRT_Error_Destroy_Args destroy{};
+      destroy.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
+      destroy.error = error;
+      w->api->PJRT_Error_Destroy(&destroy);
+    }
+    w->callback();
+  };
+  if (PJRT_Error* error = plugin_->api()->PJRT_Event_OnReady(&args)) {
+    delete waiting;
+    check(plugin_->api(), error, "PJRT_Event_OnReady");
+  }
+}
+
 // ---------------------------------------------------------------- Buffer
 
 void release(const PJRT_Api* api, PJRT_Buffer* buffer) {

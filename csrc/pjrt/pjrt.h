@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -84,6 +85,9 @@ class Event : public PluginObject<PJRT_Event> {
   using PluginObject::PluginObject;
   bool is_ready() const;
   void await() const;  // throws the event's error, if any
+  // Calls `callback` once the event is ready (at once when it is), on whichever
+  // thread the plugin signals it from; the event may be released before that.
+  void on_ready(std::function<void()> callback) const;
 };
 
 class Buffer : public PluginObject<PJRT_Buffer> {

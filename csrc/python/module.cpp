@@ -17,6 +17,7 @@
 #include "ir/ops.h"
 #include "lowering/types.h"
 #include "python/memory_snapshot.h"
+#include "python/profiler.h"
 #include "runtime/device.h"
 #include "runtime/device_allocator.h"
 #include "runtime/generator.h"
@@ -164,6 +165,8 @@ PYBIND11_MODULE(_C, m) {
     }
   });
   distributed::bind(m);
+  // Whether torch.profiler's PrivateUse1 activity shows the device's events.
+  m.attr("_device_profiler") = python::register_profiler();
   m.def("_compile_signature", &python::compile_signature);
   // Engine warnings become Python warnings (TORCH_WARN is buffered and raised
   // by the Python bindings when the op returns).
