@@ -127,3 +127,19 @@ def test_out_of_memory_raises_cudas_error_naming_the_largest_storages(recording,
     assert "Out of memory" in message and "MiB in live buffers" in message
     assert "4194304 bytes from" in message and "_allocate_four_mib" in message
     assert kept.sum().item() == 2**20  # what the user had is intact
+
+
+def test_a_fused_graph_whose_tensors_do_not_fit_is_refused_before_it_runs():
+    # Launched, the graph would fail on the device and every tensor it writes would
+    # be left without a value, `kept` (never materialized) among them.
+    with torch_tpu.eager_mode("fused"):
+        kept = torch.arange(6.0, device="tpu") * 2
+        big = torch.zeros(2**46, device="tpu")  # 2**48 bytes, alive: an output of the graph
+        with pytest.raises(torch.OutOfMemoryError) as raised:
+            kept.sum().item()
+        message = str(raised.value)
+        assert "a fused graph of" in message and "zero_" in message and "Nothing was run" in message
+        assert "reading a tpu tensor" in message  # the read that ran the graph
+        del big
+        assert kept.cpu().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+        assert kept.sum().item() == 30.0

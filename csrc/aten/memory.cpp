@@ -101,18 +101,19 @@ at::Tensor to_cpu(const at::Tensor& src) {
   at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
   if (src.numel() == 0) return host;
   engine::StorageValue* value = runtime::checked_storage_value(src.storage());
-  engine::materialize(value);
-  engine::BufferRef buffer;
-  bool direct = value->buffer && value->dtype == lowering::to_ir(src.scalar_type()) &&
-                src.storage_offset() == 0 && src.is_contiguous() && value->numel() == src.numel();
-  if (direct) {
-    buffer = value->buffer;
-  } else {
-    Program p("to_cpu", src.device());
-    ir::Value v = p.read(src);
-    buffer = p.run_for_result(v);
-  }
+  // The read runs what is pending (fused mode), which may be refused for memory before it launches.
   try {
+    engine::materialize(value);
+    engine::BufferRef buffer;
+    bool direct = value->buffer && value->dtype == lowering::to_ir(src.scalar_type()) &&
+                  src.storage_offset() == 0 && src.is_contiguous() && value->numel() == src.numel();
+    if (direct) {
+      buffer = value->buffer;
+    } else {
+      Program p("to_cpu", src.device());
+      ir::Value v = p.read(src);
+      buffer = p.run_for_result(v);
+    }
     engine::Runtime::get().download(*buffer, host.data_ptr(), host.nbytes());
   } catch (const engine::Error& e) {
     raise_device_error(c10::str("torch_tpu: reading a tpu tensor of shape ", src.sizes(), " (", src.scalar_type(), ")"),

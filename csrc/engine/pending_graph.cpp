@@ -155,6 +155,13 @@ struct PendingGraph {
   }
 
   std::vector<BufferRef> run(int device, Cut reason, const std::vector<ir::Value>& results);
+  // Throws an out-of-memory Error, before anything is launched and with the
+  // graph as it was (its outputs removed), when its outputs alone need more
+  // than the device has free. A launch that failed for memory would leave every
+  // storage the graph writes (tensors made before the one too large among them)
+  // without a value; refused here, they keep their pending values and a later
+  // read, after the user frees memory, runs them.
+  void check_memory(int device);
   // Runs the graph (outputs added) op by op, each op a program of its own, as
   // strict mode would; returns the buffers of its outputs.
   std::vector<BufferRef> op_by_op(int device);
@@ -221,6 +228,32 @@ PendingGraph& pending_for(int device) {
   return g_pending[device];
 }
 
+void PendingGraph::check_memory(int device) {
+  // Below this the device's free memory is not asked for (on XLA:CPU that reads /proc).
+  constexpr int64_t kCheckedFrom = int64_t{256} << 20;
+  int64_t needed = 0;
+  for (int id : graph.outputs()) {
+    const ir::Type& type = graph.type(ir::Value{id});
+    needed += ir::numel(type.shape) * ir::byte_width(type.dtype);
+  }
+  if (needed < kCheckedFrom) return;
+  int64_t free_bytes = 0;
+  try {
+    free_bytes = Runtime::get().memory_info(device).first;
+  } catch (const pjrt::Error&) {
+    return;  // the plugin reports no memory: the launch finds out
+  }
+  if (needed <= free_bytes) return;
+  size_t first_new_output = 0;  // outputs are added by run() only: all of them are new
+  graph.drop_outputs_from(first_new_output);
+  constexpr int kResourceExhausted = 8;  // PJRT_Error_Code_RESOURCE_EXHAUSTED
+  throw pjrt::Error("Out of memory: a fused graph of " + describe() + " needs " + std::to_string(needed >> 20) +
+                        " MiB for the tensors it writes, and tpu:" + std::to_string(device) + " has " +
+                        std::to_string(free_bytes >> 20) +
+                        " MiB free. Nothing was run: its tensors keep their values once memory is freed",
+                    kResourceExhausted);
+}
+
 std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vector<ir::Value>& results) {
   ++runs;
   trace::ScopedName trace_name("fused graph");
@@ -254,6 +287,7 @@ std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vect
     reset();
     return {};
   }
+  check_memory(device);
   std::vector<BufferRef> outputs;
   try {
     outputs = execute(device);
