@@ -14,6 +14,7 @@
 #include "engine/metrics.h"
 #include "engine/pending_graph.h"
 #include "engine/runtime.h"
+#include "engine/trace.h"
 #include "ir/ops.h"
 #include "lowering/types.h"
 #include "python/memory_snapshot.h"
@@ -167,6 +168,16 @@ PYBIND11_MODULE(_C, m) {
   distributed::bind(m);
   // Whether torch.profiler's PrivateUse1 activity shows the device's events.
   m.attr("_device_profiler") = python::register_profiler();
+  // The same events without torch.profiler (torch_tpu.tools.step_report): stop
+  // returns them as (kind, name, device, start_ns, end_ns, detail), oldest first.
+  m.def("_trace_start", &engine::trace::start);
+  m.def("_trace_stop", [] {
+    std::vector<std::tuple<std::string, std::string, int, int64_t, int64_t, std::string>> out;
+    for (auto& e : engine::trace::stop())
+      out.emplace_back(engine::trace::kind_name(e.kind), std::move(e.name), e.device, e.start_ns, e.end_ns,
+                       std::move(e.detail));
+    return out;
+  }, py::call_guard<py::gil_scoped_release>());
   m.def("_compile_signature", &python::compile_signature);
   // Engine warnings become Python warnings (TORCH_WARN is buffered and raised
   // by the Python bindings when the op returns).
