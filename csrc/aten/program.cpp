@@ -321,6 +321,7 @@ Program::StorageState& Program::add_storage(StorageState&& state) {
 Program::StorageState& Program::state_for(const at::Tensor& t) {
   engine::StorageValue* value = runtime::checked_storage_value(t.storage());
   if (StorageState* known = find_storage(value)) return *known;
+  value->check_not_lost();
   StorageState state{t.storage(), value, {}, false};
   ir::DType dtype;
   if (engine::fused_mode() ? engine::has_content(value, &dtype) : (dtype = value->dtype, value->buffer != nullptr)) {

@@ -292,10 +292,14 @@ std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vect
   try {
     outputs = execute(device);
   } catch (const pjrt::Error& e) {
-    std::string what = describe();
-    reset();  // storages keep the buffers they had before the failed graph
-    throw std::runtime_error("torch_tpu: a fused graph of " + what + " failed on tpu:" + std::to_string(device) +
-                             ": " + e.what() + "\nRun with TORCH_TPU_EAGER_MODE=debug to find the op at fault.");
+    auto what = std::make_shared<const std::string>("a fused graph of " + describe() + " failed on tpu:" +
+                                                    std::to_string(device) + ": " + e.what());
+    // What the graph was to compute is gone: its storages say so when read,
+    // rather than give their value from before the graph, or zeros.
+    for (StorageValue* value : written)
+      if (value != nullptr && value->pending_node >= 0) value->lost = what;
+    reset();
+    throw std::runtime_error("torch_tpu: " + *what + "\nRun with TORCH_TPU_EAGER_MODE=debug to find the op at fault.");
   }
   for (size_t i = 0; i < slots.size(); ++i) {
     StorageValue* value = written[slots[i]];
@@ -375,6 +379,7 @@ std::vector<BufferRef> defer(int device, const char* op, ir::Graph&& graph,
   p.op_ends.push_back(p.graph.size());
   for (auto [value, v] : written) {
     ir::Value node = mapped[v.id];
+    value->lost.reset();
     value->pending_node = node.id;
     value->dtype = p.graph.type(node).dtype;
     value->in_pending_graph = true;
@@ -407,11 +412,13 @@ void materialize(StorageValue* value) {
   PendingGraph& p = pending_for(value->device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
   if (value->pending_node >= 0) p.run(value->device, t_cut_reason, {});
+  value->check_not_lost();
 }
 
 bool has_content(StorageValue* value, ir::DType* dtype) {
   PendingGraph& p = pending_for(value->device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
+  value->check_not_lost();
   *dtype = value->dtype;
   return value->pending_node >= 0 || value->buffer != nullptr;
 }

@@ -487,8 +487,24 @@ std::vector<BufferRef> Runtime::execute(const ir::Graph& graph, const std::vecto
   return result;
 }
 
+namespace {
+std::atomic<int> g_injected_launch_failures{0};
+std::mutex g_injected_mutex;
+std::string g_injected_message;
+}  // namespace
+
+void Runtime::inject_launch_failures(int count, std::string message) {
+  std::lock_guard<std::mutex> lock(g_injected_mutex);
+  g_injected_message = std::move(message);
+  g_injected_launch_failures.store(count);
+}
+
 std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Graph& graph,
                                        const std::vector<BufferRef>& args, int device_index) {
+  if (g_injected_launch_failures.load(std::memory_order_relaxed) > 0 && g_injected_launch_failures.fetch_sub(1) > 0) {
+    std::lock_guard<std::mutex> lock(g_injected_mutex);
+    throw pjrt::Error(g_injected_message, 13);  // PJRT_Error_Code_INTERNAL
+  }
   std::vector<PJRT_Buffer*> raw;
   raw.reserve(args.size());
   for (const auto& b : args) raw.push_back(b->raw());

@@ -98,6 +98,9 @@ class Runtime {
   BufferRef upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device);
   void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes);
   void synchronize();  // waits for everything launched so far
+  // Fault injection (tests): the next `count` launches fail with `message`
+  // before reaching the plugin, as a launch the plugin refused would.
+  static void inject_launch_failures(int count, std::string message);
   std::shared_ptr<Marker> mark();
 
   size_t cache_size() const;

@@ -1,8 +1,15 @@
 #include "engine/storage_value.h"
 
+#include <stdexcept>
+
 #include "ir/ops.h"
 
 namespace tpu::engine {
+
+void StorageValue::throw_lost() const {
+  throw std::runtime_error("torch_tpu: this tensor has no value: " + *lost +
+                           ". Give it a new value (assign or fill it) to use it again.");
+}
 
 ir::Value storage_result(ir::Graph& graph, ir::Value flat, const ir::Shape* keep) {
   ir::Value shaped = graph.reshaped_from(flat);

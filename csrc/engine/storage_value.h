@@ -3,6 +3,9 @@
 // runtime/device_allocator.h.
 #pragma once
 
+#include <memory>
+#include <string>
+
 #include "engine/runtime.h"
 #include "ir/graph.h"
 
@@ -36,10 +39,20 @@ struct StorageValue {
   int bound_position = -1;  // that parameter's position
   int bound_slot = -1;      // index in the graph's list of bound storages
   int written_slot = -1;    // index in the graph's list of written storages
+  // Why the storage has no value (the fused graph that was to compute it
+  // failed), or null. Reading it raises this instead of returning the value
+  // from before the graph or zeros; a whole new value clears it.
+  std::shared_ptr<const std::string> lost;
+  // Raises the loss, if any, as a runtime error naming what failed.
+  void check_not_lost() const {
+    if (lost) throw_lost();
+  }
   int64_t numel() const { return static_cast<int64_t>(nbytes) / ir::byte_width(dtype); }
   ir::Type buffer_type() const { return ir::Type{buffer_dtype, buffer_shape}; }
+  [[noreturn]] void throw_lost() const;
   // Gives the storage `b`, a buffer of type `type` (its whole new value).
   void hold(BufferRef b, const ir::Type& type) {
+    lost.reset();
     buffer = std::move(b);
     dtype = buffer_dtype = type.dtype;
     buffer_shape = type.shape;
