@@ -12,7 +12,14 @@ import torch, torch_tpu
 from torch.testing import assert_close
 
 def check(fn, *args, **tol):
-    expected = fn(*args)
+    # The reference in full float32: on a CPU with bf16 units (AMX), oneDNN computes
+    # float32 convolutions in bf16 under "medium"; XLA:CPU computes float32 whatever is asked.
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        expected = fn(*args)
+    finally:
+        torch.set_float32_matmul_precision(previous)
     got = fn(*(a.to("tpu") for a in args)).cpu()
     assert_close(got, expected, **tol)
 
