@@ -563,7 +563,7 @@ BufferRef Runtime::upload(const void* data, ir::DType dtype, const ir::Shape& sh
 }
 
 void Runtime::download(const pjrt::Buffer& buffer, void* dst, size_t nbytes) {
-  trace::Span span(trace::Kind::Download, 0);
+  trace::Span span(trace::Kind::Download, -1);  // the buffer's device is not known here
   if (span.active()) {
     span.event().name = "device to host";
     span.event().detail = "bytes=" + std::to_string(nbytes);

@@ -32,7 +32,7 @@ const char* kind_name(Kind kind);
 struct Event {
   Kind kind;
   std::string name;
-  int device = 0;
+  int device = 0;                    // -1: not known (a download)
   int64_t start_ns = 0, end_ns = 0;  // system clock, since the epoch (Kineto's clock)
   uint64_t thread = 0;                // the recording thread's id (the OS's)
   std::string detail;                 // "reason=data_read ops=12", ...

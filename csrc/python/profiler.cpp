@@ -74,8 +74,8 @@ class Activity final : public libkineto::ITraceActivity {
   void log(libkineto::ActivityLogger& logger) const override { logger.handleActivity(*this); }
   const std::string metadataJson() const override {
     // "key=value key=value" -> "\"key\": \"value\", ..." (values are plain words and numbers)
-    std::string json = "\"kind\": \"" + std::string(trace::kind_name(event_.kind)) + "\", \"device\": \"tpu:" +
-                       std::to_string(event_.device) + "\"";
+    std::string json = "\"kind\": \"" + std::string(trace::kind_name(event_.kind)) + "\"";
+    if (event_.device >= 0) json += ", \"device\": \"tpu:" + std::to_string(event_.device) + "\"";
     size_t i = 0;
     const std::string& d = event_.detail;
     while (i < d.size()) {
