@@ -318,7 +318,7 @@ class HostStagedBackend final : public c10d::Backend {
       int64_t bytes = 0;
       for (const auto& t : tensors) bytes += static_cast<int64_t>(t.nbytes());
       event().name = op;
-      event().detail = "bytes=" + std::to_string(bytes);
+      event().args = {{"bytes", std::to_string(bytes)}};
     }
   };
 

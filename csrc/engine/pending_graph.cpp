@@ -244,8 +244,7 @@ void PendingGraph::check_memory(int device) {
     return;  // the plugin reports no memory: the launch finds out
   }
   if (needed <= free_bytes) return;
-  size_t first_new_output = 0;  // outputs are added by run() only: all of them are new
-  graph.drop_outputs_from(first_new_output);
+  graph.clear_outputs();  // added by run() only: the graph is as it was before
   constexpr int kResourceExhausted = 8;  // PJRT_Error_Code_RESOURCE_EXHAUSTED
   throw pjrt::Error("Out of memory: a fused graph of " + describe() + " needs " + std::to_string(needed >> 20) +
                         " MiB for the tensors it writes, and tpu:" + std::to_string(device) + " has " +
@@ -260,7 +259,7 @@ std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vect
   trace::Span span(trace::Kind::Cut, device);
   if (span.active()) {
     span.event().name = std::string("cut: ") + cut_name(reason);
-    span.event().detail = "ops=" + std::to_string(ops.size()) + " last_op=" + (ops.empty() ? "" : ops.back());
+    span.event().args = {{"ops", std::to_string(ops.size())}, {"last_op", ops.empty() ? "" : ops.back()}};
   }
   std::vector<size_t> slots;
   std::vector<ir::Type> types;  // of the written storages' new buffers

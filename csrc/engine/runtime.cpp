@@ -355,7 +355,7 @@ std::shared_ptr<pjrt::Executable> Runtime::compile_into_cache(const ir::Graph& g
   trace::Span span(trace::Kind::Compile, 0);
   if (span.active()) {
     span.event().name = std::string("compile ") + trace::ScopedName::current();
-    span.event().detail = "nodes=" + std::to_string(graph.size()) + " background=1";
+    span.event().args = {{"nodes", std::to_string(graph.size())}, {"background", "1"}};
   }
   return remember(fingerprint, compile(graph.key(), graph, nullptr));
 }
@@ -372,7 +372,8 @@ std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph
   if (!exe) exe = compile(key, graph, info);
   if (span.active()) {
     span.event().name = std::string(from_disk ? "load " : "compile ") + trace::ScopedName::current();
-    span.event().detail = "nodes=" + std::to_string(graph.size()) + (from_disk ? " from_disk=1" : "");
+    span.event().args = {{"nodes", std::to_string(graph.size())}};
+    if (from_disk) span.event().args.emplace_back("from_disk", "1");
   }
   return remember(fingerprint, std::move(exe));
 }
@@ -554,7 +555,7 @@ BufferRef Runtime::upload(const void* data, ir::DType dtype, const ir::Shape& sh
   trace::Span span(trace::Kind::Upload, device_index);
   if (span.active()) {
     span.event().name = "host to device";
-    span.event().detail = "bytes=" + std::to_string(ir::numel(shape) * ir::byte_width(dtype));
+    span.event().args = {{"bytes", std::to_string(ir::numel(shape) * ir::byte_width(dtype))}};
   }
   auto buffer = client_->buffer_from_host(data, element_type(dtype), shape.vec(), device(device_index));
   metrics().add("host_to_device_transfers");
@@ -566,7 +567,7 @@ void Runtime::download(const pjrt::Buffer& buffer, void* dst, size_t nbytes) {
   trace::Span span(trace::Kind::Download, -1);  // the buffer's device is not known here
   if (span.active()) {
     span.event().name = "device to host";
-    span.event().detail = "bytes=" + std::to_string(nbytes);
+    span.event().args = {{"bytes", std::to_string(nbytes)}};
   }
   buffer.to_host(dst, nbytes);
   metrics().add("device_to_host_transfers");

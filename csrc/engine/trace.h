@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tpu::pjrt {
@@ -22,7 +23,7 @@ enum class Kind : uint8_t {
   Launch,      // host: the call that launches a program
   Execution,   // device: from the launch to its outputs being ready
   Compile,     // host: compiling a program or loading it from the disk cache
-  Cut,         // host: a fused graph cut and launched (detail: the reason)
+  Cut,         // host: a fused graph cut and launched (named by its reason)
   Upload,      // host -> device transfer
   Download,    // device -> host transfer
   Collective,  // a distributed collective
@@ -35,7 +36,8 @@ struct Event {
   int device = 0;                    // -1: not known (a download)
   int64_t start_ns = 0, end_ns = 0;  // system clock, since the epoch (Kineto's clock)
   uint64_t thread = 0;                // the recording thread's id (the OS's)
-  std::string detail;                 // "reason=data_read ops=12", ...
+  // What else is known, as (key, value): {"bytes", "4096"}, {"ops", "12"}, ...
+  std::vector<std::pair<const char*, std::string>> args;
 };
 
 namespace detail {
@@ -58,22 +60,30 @@ void record(Event event);
 void record_execution(std::string name, int device, int64_t launch_ns, std::unique_ptr<pjrt::Event> done);
 
 // While alive, names what this thread launches and compiles ("add", "fused
-// graph"): the runtime below knows programs, not the ops they came from.
+// graph"): the runtime below knows programs, not the ops they came from. Only
+// while recording: every strict op makes one, and the thread-local costs.
 class ScopedName {
  public:
-  explicit ScopedName(const char* name) : previous_(t_name) { t_name = name; }
-  ~ScopedName() { t_name = previous_; }
+  explicit ScopedName(const char* name) : active_(on()) {
+    if (!active_) return;
+    previous_ = t_name;
+    t_name = name;
+  }
+  ~ScopedName() {
+    if (active_) t_name = previous_;
+  }
   ScopedName(const ScopedName&) = delete;
   ScopedName& operator=(const ScopedName&) = delete;
   static const char* current() { return t_name != nullptr ? t_name : "program"; }
 
  private:
   static thread_local const char* t_name;
-  const char* previous_;
+  bool active_;
+  const char* previous_ = nullptr;
 };
 
 // Records [construction, destruction) as one event when recording was on at
-// construction. `name` and `detail` may be filled in before the end.
+// construction. `name` and `args` may be filled in before the end.
 class Span {
  public:
   Span(Kind kind, int device) : on_(on()) {

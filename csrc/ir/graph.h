@@ -214,12 +214,10 @@ class Graph {
   // is donated to output `output`, which must have the parameter's type.
   void alias_output(int parameter, int output) { aliases_.push_back({parameter, output}); }
   const std::vector<std::pair<int, int>>& aliases() const { return aliases_; }
-  // Removes outputs [first, num_outputs()) and the aliases into them: what a
-  // run that did not launch had added.
-  void drop_outputs_from(size_t first) {
-    if (first >= outputs_.size()) return;
-    outputs_.resize(first);
-    std::erase_if(aliases_, [&](const std::pair<int, int>& a) { return static_cast<size_t>(a.second) >= first; });
+  // Removes the outputs and the aliases into them: what a run that did not launch had added.
+  void clear_outputs() {
+    outputs_.clear();
+    aliases_.clear();
   }
 
   // Cuts the graph at `ends` (ascending node counts, the last one size()) into

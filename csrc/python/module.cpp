@@ -169,13 +169,15 @@ PYBIND11_MODULE(_C, m) {
   // Whether torch.profiler's PrivateUse1 activity shows the device's events.
   m.attr("_device_profiler") = python::register_profiler();
   // The same events without torch.profiler (torch_tpu.tools.step_report): stop
-  // returns them as (kind, name, device, start_ns, end_ns, detail), oldest first.
+  // returns them as (kind, name, device, start_ns, end_ns, [(key, value), ...]), oldest first.
   m.def("_trace_start", &engine::trace::start);
   m.def("_trace_stop", [] {
-    std::vector<std::tuple<std::string, std::string, int, int64_t, int64_t, std::string>> out;
+    std::vector<std::tuple<std::string, std::string, int, int64_t, int64_t,
+                           std::vector<std::pair<const char*, std::string>>>>
+        out;
     for (auto& e : engine::trace::stop())
       out.emplace_back(engine::trace::kind_name(e.kind), std::move(e.name), e.device, e.start_ns, e.end_ns,
-                       std::move(e.detail));
+                       std::move(e.args));
     return out;
   }, py::call_guard<py::gil_scoped_release>());
   m.def("_compile_signature", &python::compile_signature);

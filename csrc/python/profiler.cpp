@@ -73,18 +73,10 @@ class Activity final : public libkineto::ITraceActivity {
   const libkineto::TraceSpan* traceSpan() const override { return span_; }
   void log(libkineto::ActivityLogger& logger) const override { logger.handleActivity(*this); }
   const std::string metadataJson() const override {
-    // "key=value key=value" -> "\"key\": \"value\", ..." (values are plain words and numbers)
+    // Values are op names, reasons and numbers: nothing to escape.
     std::string json = "\"kind\": \"" + std::string(trace::kind_name(event_.kind)) + "\"";
     if (event_.device >= 0) json += ", \"device\": \"tpu:" + std::to_string(event_.device) + "\"";
-    size_t i = 0;
-    const std::string& d = event_.detail;
-    while (i < d.size()) {
-      size_t end = d.find(' ', i);
-      if (end == std::string::npos) end = d.size();
-      size_t eq = d.find('=', i);
-      if (eq != std::string::npos && eq < end) json += ", \"" + d.substr(i, eq - i) + "\": \"" + d.substr(eq + 1, end - eq - 1) + "\"";
-      i = end + 1;
-    }
+    for (const auto& [key, value] : event_.args) json += ", \"" + std::string(key) + "\": \"" + value + "\"";
     return json;
   }
 

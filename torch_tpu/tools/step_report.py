@@ -66,7 +66,7 @@ class StepRecorder:
         after = torch_tpu.metrics()
         before = self._metrics
         host_ms = collections.Counter()
-        for kind, _name, _device, start, end, _detail in events:
+        for kind, _name, _device, start, end, _args in events:
             if kind in HOST_KINDS:
                 host_ms[kind] += (end - start) / 1e6
         cuts = {reason: n - before["fused_cuts"].get(reason, 0) for reason, n in after["fused_cuts"].items()}
