@@ -15,6 +15,7 @@ import html
 import json
 import os
 import runpy
+import statistics
 import sys
 import time
 
@@ -169,8 +170,8 @@ def write_page(steps, outcome, script, out):
         "mode: %s; %d steps" % (torch_tpu.get_eager_mode(), len(steps)),
         "first step %.1f ms, %d programs compiled" % (steps[0]["wall_ms"], steps[0]["compiles"]) if steps else "",
         "later half: median step %.2f ms, device busy %.2f ms, %d compiles" % (
-            sorted(col_s["wall_ms"] for col_s in steady)[len(steady) // 2],
-            sorted(s["device_busy_ms"] for s in steady)[len(steady) // 2],
+            statistics.median_high(s["wall_ms"] for s in steady),
+            statistics.median_high(s["device_busy_ms"] for s in steady),
             sum(s["compiles"] for s in steady)) if steps else "no step recorded",
         "CPU fallbacks: " + (", ".join("%s x%d" % kv for kv in fallback_ops.most_common()) or "none"),
     ]
