@@ -20,8 +20,10 @@ Workloads:
   Transformers compiles the decode step itself with backend "tpu", on the CPU
   inductor does when asked (mode inductor), cpu does not compile.
 - ops: single ops on 4x4 tensors: host time per op
-  in CPU eager, strict (a cache hit, launch included) and fused (recorded only;
-  the cut is timed apart).
+  in CPU eager, strict (a cache hit, launch included), fused (recorded only;
+  the cut is timed apart) and jax (the op jitted alone and dispatched: one XLA
+  executable launched per op by JAX's C++ fast path, what strict does with
+  PyTorch's dispatch in front).
 
 cuda (gpt-nano, decode; where torch sees a GPU) is PyTorch's own CUDA eager on
 the same machine: the CUDA-grade host cost to meet on a GPU box. It runs in a
@@ -35,6 +37,13 @@ same batches) and runs them block by block in turn (2 x --blocks blocks of
 measured seconds apart under the same load: each ratio is the median of the
 per-block ratios. jax is the whole gpt-nano step jitted as one XLA program
 (bench/jax_reference.py); decode and generate have no jax reference.
+
+Besides step time, each block records host CPU time: the CPU time of the main
+thread and of the autograd device thread (where a tpu backward runs), XLA's own
+threads left out. On this machine the device shares the host's two cores, so a
+step's wall time also holds the device's work and XLA's idle spinning; host CPU
+time is what a TPU or GPU host would spend (an executable that XLA:CPU runs
+inline on the calling thread still counts, against tpu).
 
 --profile samples each tpu mode's gpt-nano steps with py-spy (native frames)
 and sorts the samples into the parts of a step (python, dispatch, autograd,
@@ -232,10 +241,45 @@ OPS = {
 }
 
 
+# JAX's per-op dispatch of the same ops, each jitted alone: one XLA executable launched
+# per op, as strict mode launches one (JAX has no in-place add: add_ is an add).
+JAX_OPS = {
+    "add": lambda a, b: a + b,
+    "mul_scalar": lambda a, b: a * 1.5,
+    "add_": lambda a, b: a + b,
+    "relu": lambda a, b: _jax().nn.relu(a),
+    "sum": lambda a, b: a.sum(),
+    "mm": lambda a, b: a @ b,
+    "view_add": lambda a, b: a[1:3] + b[1:3],
+}
+OP_MODES = ("cpu", "jax", "strict", "fused")
+
+
+def _jax():
+    import jax
+    return jax
+
+
 def _op_runner(mode, op, record_times):
     """run(n): n x OP_REPEATS calls of `op`. In fused mode only the recording is
-    timed into record_times (the cut that runs the graph follows, untimed)."""
+    timed into record_times (the cut that runs the graph follows, untimed); in jax
+    mode the dispatch of a jitted op (the last result is waited for, untimed)."""
     import torch
+
+    if mode == "jax":
+        jax = _jax()
+        a = jax.numpy.asarray(torch.randn(4, 4).numpy() * 0.01)
+        b = jax.numpy.asarray(torch.randn(4, 4).numpy() * 0.01)
+        jitted = jax.jit(JAX_OPS[op])
+
+        def run(n):
+            for _ in range(n):
+                t = time.perf_counter()
+                for _ in range(OP_REPEATS):
+                    out = jitted(a, b)
+                record_times.append((time.perf_counter() - t) / OP_REPEATS)
+                out.block_until_ready()
+        return run
 
     device = "tpu" if mode in TPU_MODES else "cpu"
     _set_mode(mode)
@@ -256,19 +300,43 @@ def _op_runner(mode, op, record_times):
 
 # --------------------------------------------------------------------------- one process per workload
 
+def _host_clocks():
+    """CPU clocks of the threads whose time is host time: the main thread, and the
+    autograd device thread where a tpu backward runs (found by a hook in a tiny
+    backward). XLA's threads, which do the device's work on the CPU plugin (and spin
+    waiting for it, on this machine's two cores), are left out: their time is the
+    device's, which an accelerator would spend, not its host. The CPU modes run
+    backward on the main thread."""
+    import threading
+    idents = {threading.get_ident()}
+    if "torch_tpu" in sys.modules:
+        import torch
+        x = torch.ones(2, device="tpu", requires_grad=True)
+        y = x * 2
+        y.register_hook(lambda grad: idents.add(threading.get_ident()))
+        y.sum().backward()
+    return [time.pthread_getcpuclockid(i) for i in sorted(idents)]
+
+
+def _host_cpu_seconds(clocks):
+    return sum(time.clock_gettime(c) for c in clocks)
+
+
 def _interleave(runners, blocks, block_steps, warmup):
-    """{mode: [seconds per step, per block]}: every mode warmed, then 2 x blocks
-    blocks of each in alternating order."""
+    """({mode: [seconds per step, per block]}, {mode: [host CPU seconds per step, per
+    block]}): every mode warmed, then 2 x blocks blocks of each in alternating order."""
     for run in runners.values():
         run(warmup)
-    times = {mode: [] for mode in runners}
+    clocks = _host_clocks()
+    times, host = {mode: [] for mode in runners}, {mode: [] for mode in runners}
     order = list(runners)
     for b in range(2 * blocks):
         for mode in (order if b % 2 == 0 else order[::-1]):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), _host_cpu_seconds(clocks)
             runners[mode](block_steps)
             times[mode].append((time.perf_counter() - start) / block_steps)
-    return times
+            host[mode].append((_host_cpu_seconds(clocks) - cpu) / block_steps)
+    return times, host
 
 
 def _block_ratios(times, pairs):
@@ -323,20 +391,21 @@ def _workload_child(args):
         runners, outputs, errors = {}, {}, {}
         if args.workload == "ops":
             for op in OPS:
-                for mode in [m for m in args.modes if m in ("cpu", "strict", "fused")]:
+                for mode in [m for m in args.modes if m in OP_MODES]:
                     outputs[(op, mode)] = []
                     runners["%s/%s" % (op, mode)] = _op_runner(mode, op, outputs[(op, mode)])
             _interleave(runners, args.blocks, args.block_steps, warmup=3)
             per_op = {}
             for op in OPS:
                 per_op[op] = {}
-                for mode in [m for m in args.modes if m in ("cpu", "strict", "fused")]:
+                for mode in [m for m in args.modes if m in OP_MODES]:
                     # the samples of the timed blocks only (the warm-up's first calls compile)
                     timed = outputs[(op, mode)][3:]
                     per_op[op][mode + "_us"] = statistics.median(timed) * 1e6
                 for mode in ("strict", "fused"):
-                    if mode + "_us" in per_op[op] and "cpu_us" in per_op[op]:
-                        per_op[op][mode + "_over_cpu"] = per_op[op][mode + "_us"] / per_op[op]["cpu_us"]
+                    for base in ("cpu", "jax"):
+                        if mode + "_us" in per_op[op] and base + "_us" in per_op[op]:
+                            per_op[op]["%s_over_%s" % (mode, base)] = per_op[op][mode + "_us"] / per_op[op][base + "_us"]
             record["per_op"] = per_op
             return finish("ok")
         make = {"gpt-nano": _gpt_nano_runner, "decode": _decode_runner, "generate": _generate_runner}[args.workload]
@@ -358,15 +427,20 @@ def _workload_child(args):
                 errors[mode] = "%s: %s" % (type(e).__name__, str(e)[:1000])
         warmup = DECODE_TOKENS if args.workload == "decode" else 3
         block_steps = max(1, args.block_steps // 10) if args.workload == "generate" else args.block_steps
-        times = _interleave(runners, args.blocks, block_steps, warmup)
+        times, host = _interleave(runners, args.blocks, block_steps, warmup)
         record["errors"] = errors
         record["step_s"] = times
         record["step_median_ms"] = {m: statistics.median(v) * 1e3 for m, v in times.items()}
+        # Host CPU time (main and autograd threads, XLA's left out): on this machine's
+        # shared cores the step time also holds the device's work and its spinning.
+        record["host_cpu_s"] = host
+        record["host_cpu_median_ms"] = {m: statistics.median(v) * 1e3 for m, v in host.items()}
         if args.workload == "generate":
             record["tokens_per_s"] = {m: GENERATE_TOKENS / statistics.median(v) for m, v in times.items()}
         pairs = [(m, base) for m in ("strict", "fused", "compiled") for base in ("cpu", "cuda", "inductor", "jax")]
         pairs += [("fused", "strict"), ("compiled", "strict"), ("inductor", "cpu"), ("jax", "cpu"), ("cuda", "cpu")]
         record["ratios"] = _block_ratios(times, pairs)
+        record["host_cpu_ratios"] = _block_ratios(host, pairs)
         # The same outputs in every mode: each mode's losses (tokens) against cpu's, step by step.
         reference = outputs.get("cpu")
         if reference:
@@ -490,6 +564,9 @@ def _merge_alone(result, alone_result, modes):
         median = alone_result["step_median_ms"][mode]
         result["step_median_ms"][mode] = median
         result["step_s"][mode] = alone_result["step_s"][mode]
+        if mode in alone_result.get("host_cpu_median_ms", {}) and "host_cpu_median_ms" in result:
+            result["host_cpu_median_ms"][mode] = alone_result["host_cpu_median_ms"][mode]
+            result["host_cpu_s"][mode] = alone_result["host_cpu_s"][mode]
         for other in TPU_MODES + ("cpu",):
             if other in result["step_median_ms"]:
                 ratio = result["step_median_ms"][other] / median
@@ -509,16 +586,23 @@ def _chart(report, path):
         names = [m for m in MODES if m in medians]
         ax.bar(names, [medians[m] for m in names], color=["#888" if m in REFERENCE_MODES else "#2a6"
                                                           for m in names])
-        ax.set_title("%s: host time per step (ms)" % workload)
+        host = report["results"][workload].get("host_cpu_median_ms", {})
+        if host:
+            ax.scatter([i for i, m in enumerate(names) if m in host], [host[m] for m in names if m in host],
+                       marker="_", s=400, color="black", label="host CPU (main + autograd threads)")
+            ax.legend(fontsize=7)
+        ax.set_title("%s: time per step (ms)" % workload)
         for i, m in enumerate(names):
             ax.text(i, medians[m], "%.2f" % medians[m], ha="center", va="bottom", fontsize=8)
     if ops:
         ax = axes[0][-1]
         names = list(ops)
-        width = 0.27
-        for k, mode in enumerate(("cpu", "strict", "fused")):
+        shown = [m for m in OP_MODES if any(m + "_us" in ops[o] for o in names)]
+        width = 0.8 / len(shown)
+        for k, mode in enumerate(shown):
             values = [ops[o].get(mode + "_us", 0) for o in names]
-            ax.bar([i + (k - 1) * width for i in range(len(names))], values, width, label=mode)
+            ax.bar([i + (k - (len(shown) - 1) / 2) * width for i in range(len(names))], values, width,
+                   label=mode + (" (jit per op)" if mode == "jax" else ""))
         ax.set_xticks(range(len(names)), names, rotation=30, fontsize=8)
         ax.set_title("host time per op (us)")
         ax.legend(fontsize=8)
@@ -602,6 +686,11 @@ def _summary(workload, result):
     text = "%s (ms per step): " % workload + "  ".join("%s %.3f" % (m, medians[m]) for m in MODES if m in medians)
     text += "\n  ratios (block against block): " + "  ".join(
         "%s %.2f" % (k, v["median"]) for k, v in result["ratios"].items())
+    host = result.get("host_cpu_median_ms", {})
+    if host:
+        text += "\n  host CPU (ms per step): " + "  ".join("%s %.3f" % (m, host[m]) for m in MODES if m in host)
+        text += "\n  host CPU ratios: " + "  ".join(
+            "%s %.2f" % (k, v["median"]) for k, v in result["host_cpu_ratios"].items())
     if result.get("errors"):
         text += "\n  not run: " + "; ".join("%s: %s" % kv for kv in result["errors"].items())
     return text

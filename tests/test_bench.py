@@ -3,6 +3,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 import pytest
 import torch
@@ -167,14 +168,33 @@ def test_host_overhead_sorts_a_sample_into_the_innermost_part_that_claims_it():
 
 def test_host_overhead_runs_its_modes_in_one_process_and_checks_them_against_cpu(tmp_path):
     out = tmp_path / "host.json"
-    code = host_overhead.main(["--workloads", "gpt-nano", "ops", "--modes", "cpu", "strict", "fused", "--blocks", "1",
+    code = host_overhead.main(["--workloads", "gpt-nano", "ops", "--modes", "cpu", "jax", "strict", "fused", "--blocks", "1",
                                "--block-steps", "4", "--out", str(out), "--chart", str(tmp_path / "host.png")])
     assert code == 0
     report = json.loads(out.read_text())
     nano, ops = report["results"]["gpt-nano"], report["results"]["ops"]
     assert nano["status"] == "ok" and ops["status"] == "ok", (nano.get("error"), ops.get("error"))
-    assert set(nano["step_s"]) == {"cpu", "strict", "fused"} and all(len(v) == 2 for v in nano["step_s"].values())
+    assert set(nano["step_s"]) == {"cpu", "jax", "strict", "fused"} and all(len(v) == 2 for v in nano["step_s"].values())
+    # host CPU time per block, of the threads that do host work (main, tpu autograd)
+    assert set(nano["host_cpu_s"]) == set(nano["step_s"]) and all(
+        0 < h for v in nano["host_cpu_s"].values() for h in v)
+    assert {"fused_over_cpu", "fused_over_jax"} <= set(nano["host_cpu_ratios"])
     assert {"fused_over_cpu", "strict_over_cpu", "fused_over_strict"} <= set(nano["ratios"])
     assert max(nano["max_difference_from_cpu"].values()) < 1e-4  # every step's loss, not only the last
     assert nano["per_step"]["fused"]["fused_graphs_per_step"] == 3
-    assert set(ops["per_op"]["add"]) == {"cpu_us", "strict_us", "fused_us", "strict_over_cpu", "fused_over_cpu"}
+    assert set(ops["per_op"]["add"]) == {"cpu_us", "jax_us", "strict_us", "fused_us", "strict_over_cpu",
+                                         "fused_over_cpu", "strict_over_jax", "fused_over_jax"}
+
+
+def test_host_cpu_time_counts_the_main_and_the_tpu_autograd_thread():
+    import threading
+
+    import torch_tpu  # noqa: F401 - the tpu autograd thread is found by a tpu backward
+    clocks = host_overhead._host_clocks()
+    assert len(clocks) == 2
+    assert time.pthread_getcpuclockid(threading.get_ident()) in clocks
+    before = host_overhead._host_cpu_seconds(clocks)
+    end = time.thread_time() + 0.05
+    while time.thread_time() < end:  # 50 ms of the main thread's CPU
+        pass
+    assert host_overhead._host_cpu_seconds(clocks) - before >= 0.05

@@ -15,6 +15,7 @@ runs them in C++: the program gets their 0-d results as inputs and the step
 counts never have to come back from the device, which would make every step
 wait for its device work to finish.
 """
+import contextlib
 import importlib.abc
 import importlib.metadata
 import importlib.util
@@ -322,16 +323,24 @@ class HostPrelude:
     off to run on the host first. The rest of the graph (the device part) takes
     their results as trailing inputs in place of the CPU inputs it no longer reads."""
 
-    def __init__(self, gm, host_inputs, kept_inputs):
+    def __init__(self, gm, host_inputs, kept_inputs, stacked):
         self.gm = gm
         self.host_inputs = host_inputs  # positions of the CPU inputs the host part reads
         self.kept_inputs = kept_inputs  # positions of the inputs the device part still reads
-        self.stacked = StackedScalars.plan(gm)  # None: run the graph op by op
+        self.stacked = stacked  # a StackedScalars, or None: run the graph op by op
 
     def run(self, args):
         host_args = [args[i] for i in self.host_inputs]
-        results = self.stacked.run(host_args) if self.stacked is not None else self.gm(*host_args)
-        return [args[i] for i in self.kept_inputs] + list(results)
+        kept = [args[i] for i in self.kept_inputs]
+        if self.stacked is None:
+            return kept + list(self.gm(*host_args))
+        results = self.stacked.run(host_args)
+        # A stacked result handed over whole travels as one upload; a 1-d CPU tensor
+        # would leave the device part unsealable.
+        device = next((a.device for a in kept if _is_tpu(a)), None)
+        if device is not None:
+            results = [r.to(device) if r.dim() == 1 else r for r in results]
+        return kept + results
 
     @staticmethod
     def split(gm):
@@ -372,13 +381,46 @@ class HostPrelude:
             if n in host:
                 env[n] = host_graph.node_copy(n, lambda a: env[a])
         host_graph.output(tuple(env[n] for n in crossing))
+        host_gm = torch.fx.GraphModule(gm, host_graph)
+        stacked = StackedScalars.plan(host_gm)
+
+        # The device part's inputs from the host: each crossing value as a 0-d tensor of
+        # its own, or, when the host part runs stacked, the stacked results whole (one
+        # tensor per list, not one per element: an AdamW step hands over 2 instead of 2
+        # per parameter), each crossing value a select of its element on the device.
+        handover, inputs_for = [], []
+        for k, n in enumerate(crossing):
+            slot, index = stacked.outputs[k] if stacked is not None else (None, None)
+            if index is None:
+                inputs_for.append((len(handover), None))
+                handover.append(stacked.outputs[k] if stacked is not None else None)
+                continue
+            if (slot, _WHOLE) not in handover:
+                handover.append((slot, _WHOLE))
+            inputs_for.append((handover.index((slot, _WHOLE)), index))
+        if stacked is not None:
+            stacked.outputs = handover
 
         graph = gm.graph
-        with graph.inserting_after(placeholders[-1]):
-            for n in reversed(crossing):
-                replacement = graph.placeholder(n.name + "_from_host")
-                replacement.meta = dict(n.meta)
-                n.replace_all_uses_with(replacement)
+        inputs, last = [], placeholders[-1]
+        for k, entry in enumerate(handover):
+            n = crossing[next(i for i, (h, _) in enumerate(inputs_for) if h == k)]
+            with graph.inserting_after(last):
+                last = graph.placeholder(n.name + ("_stack" if entry and entry[1] is _WHOLE else "") + "_from_host")
+            last.meta = dict(n.meta)
+            if entry and entry[1] is _WHOLE:
+                val = n.meta["val"]
+                with getattr(val, "fake_mode", None) or contextlib.nullcontext():
+                    last.meta["val"] = torch.empty(stacked.lengths[entry[0]], dtype=val.dtype)
+            inputs.append(last)
+        for n, (k, index) in zip(crossing, inputs_for):
+            if index is None:
+                n.replace_all_uses_with(inputs[k])
+                continue
+            with graph.inserting_after(last):
+                last = graph.call_function(torch.ops.aten.select.int, (inputs[k], 0, index))
+            last.meta = dict(n.meta)
+            n.replace_all_uses_with(last)
         for n in reversed(nodes):
             if n in host:
                 graph.erase_node(n)
@@ -388,7 +430,7 @@ class HostPrelude:
                 graph.erase_node(p)
         graph.lint()
         gm.recompile()
-        return HostPrelude(torch.fx.GraphModule(gm, host_graph), host_inputs, kept_inputs), gm
+        return HostPrelude(host_gm, host_inputs, kept_inputs, stacked), gm
 
 
 class StackedScalars:
@@ -404,10 +446,16 @@ class StackedScalars:
     Values live in slots: the inputs, then each step's stacked result. An element
     is (slot, index), or (slot, None) for an input's 0-d tensor."""
 
-    def __init__(self, steps, outputs, writes):
+    def __init__(self, steps, outputs, writes, lengths):
         self.steps = steps      # (op, [(kind, ref)]): kind "list" (a slot), "stack" (elements), "element", "constant"
-        self.outputs = outputs  # elements
+        self.outputs = outputs  # elements, or (slot, _WHOLE): a step's stacked result itself
         self.writes = writes    # (input slot, element)
+        self.lengths = lengths  # step slot -> its list's length
+        # The step slot whose elements, in order, are all the written values (an
+        # optimizer's new step counts), or None.
+        sources = [e for _, e in writes]
+        self.written_from = sources[0][0] if sources and sources[0][1] is not None and \
+            sources == [(sources[0][0], k) for k in range(lengths.get(sources[0][0], -1))] else None
 
     @staticmethod
     def plan(gm):
@@ -428,7 +476,11 @@ class StackedScalars:
                 source = a[0].args[0] if a[0] not in placeholders else None
                 whole = source is not None and len(a) == lengths[source] and \
                     all(e.args == (source, k) for k, e in enumerate(a))
-                return ("list", slot[source]) if whole else ("stack", [element(e) for e in a])
+                if whole:
+                    return ("list", slot[source])
+                if all(e in placeholders for e in a):
+                    return ("inputs", [slot[e] for e in a])
+                return ("stack", [element(e) for e in a])
             return ("element", element(a)) if isinstance(a, torch.fx.Node) else ("constant", a)
 
         steps, writes, write_nodes, elements, outputs = [], [], [], set(), None
@@ -477,29 +529,35 @@ class StackedScalars:
         for n in write_nodes:
             if any(position[u] > position[n] for u in n.args[0].users if u is not n):
                 return None
-        return StackedScalars(steps, [element(o) for o in outputs], writes)
+        return StackedScalars(steps, [element(o) for o in outputs], writes, {slot[n]: k for n, k in lengths.items()})
 
     def run(self, args):
         values = list(args)  # slot -> a 0-d input tensor or a step's stacked 1-d tensor
-        elements = {}  # slot -> its unbound elements (a 0-d input: itself), made once per call
+        unbound = {}  # step slot -> its elements, unbound once per call
 
-        def of(slot):
-            e = elements.get(slot)
+        def element(slot, k):
+            if k is None:  # an input's 0-d tensor
+                return values[slot]
+            e = unbound.get(slot)
             if e is None:
-                v = values[slot]
-                e = elements[slot] = v.unbind(0) if v.dim() == 1 else (v,)
-            return e
+                e = unbound[slot] = values[slot].unbind(0)
+            return e[k]
 
         for op, arg_refs in self.steps:
             resolved = []
             for kind, ref in arg_refs:
                 resolved.append(values[ref] if kind == "list" else
-                                torch.stack([of(slot)[k or 0] for slot, k in ref]) if kind == "stack" else
-                                of(ref[0])[ref[1] or 0] if kind == "element" else ref)
+                                torch.stack([values[slot] for slot in ref]) if kind == "inputs" else
+                                torch.stack([element(*e) for e in ref]) if kind == "stack" else
+                                element(*ref) if kind == "element" else ref)
             values.append(op(*resolved))
-        results = [of(slot)[k or 0] for slot, k in self.outputs]
+        results = [values[slot] if k is _WHOLE else element(slot, k) for slot, k in self.outputs]
         if self.writes:
-            torch._foreach_copy_([values[d] for d, _ in self.writes], [of(slot)[k or 0] for _, (slot, k) in self.writes])
+            whole = self.written_from
+            if whole is not None and whole not in unbound:
+                unbound[whole] = values[whole].unbind(0)
+            torch._foreach_copy_([values[d] for d, _ in self.writes],
+                                 unbound[whole] if whole is not None else [element(*e) for _, e in self.writes])
         return results
 
 
@@ -581,6 +639,7 @@ def _written_inputs(node):
 
 _TENSOR = object()  # a program result in a sealed graph's output layout
 _EXACT = object()  # a padded call that must run with exact shapes instead
+_WHOLE = object()  # in place of an element's index: the whole stacked result
 _PADDED_CALLS_KEPT = 4096  # real sizes remembered per graph (forgotten all at once past it)
 
 
