@@ -603,3 +603,46 @@ def test_debug_mode_integer_division_without_zero_divisors_runs():
         assert_close((ta % tb).cpu(), a % b)
         assert_close(ta.fmod(tb).cpu(), a.fmod(b))
         assert_close((ta // 2).cpu(), a // 2)
+
+
+LAYOUTS = {
+    "transposed": lambda d: torch.randn(4, 8, device=d).t(),
+    "permuted 3d": lambda d: torch.randn(3, 4, 5, device=d).permute(2, 0, 1),
+    "expanded": lambda d: torch.randn(8, 1, device=d).expand(8, 4),
+    "sliced": lambda d: torch.randn(8, 8, device=d)[:, ::2],
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_results_are_laid_out_as_on_cpu(layout):
+    """A new elementwise result takes the dimension order of its inputs' strides, as CPU's
+    TensorIterator gives it: code that views a transposed result (and torch.compile, whose
+    fake tensors assume CPU's layout) depends on it."""
+    torch.manual_seed(0)
+    x = LAYOUTS[layout]("cpu")
+    t = to_tpu(x)
+    contiguous = torch.randn(x.shape)
+    cases = {
+        "x + 1": lambda a, c: a + 1,
+        "x * x": lambda a, c: a * a,
+        "relu": lambda a, c: a.relu(),
+        "c + x": lambda a, c: c + a,
+        "x + c": lambda a, c: a + c,
+        "where": lambda a, c: torch.where(c > 0, a, c),
+    }
+    for name, fn in cases.items():
+        expected, got = fn(x, contiguous), fn(t, to_tpu(contiguous))
+        assert got.stride() == expected.stride(), (name, got.stride(), expected.stride())
+        assert_close(got.cpu(), expected)
+    # the transposed result of a transposed input views back without a copy, as on CPU
+    if layout == "transposed":
+        assert_close((t + 1).t().view(-1).cpu(), (x + 1).t().view(-1))
+
+
+def test_a_transposed_result_backward_matches_cpu():
+    x = torch.randn(4, 8, requires_grad=True)
+    t = x.detach().to("tpu").requires_grad_()
+    for a in (x, t):
+        y = (a.t() * 2).exp()
+        (y.t().reshape(-1) * torch.arange(32.0, device=a.device)).sum().backward()
+    assert_close(t.grad.cpu(), x.grad)

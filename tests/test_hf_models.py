@@ -173,6 +173,16 @@ def test_report_runs_a_mixture_of_experts_model_natively():
     assert [p["status"] for p in progress] == ["config", "errors"]
 
 
+def test_report_runs_a_model_compiled():
+    # compile mode: forward (and with it backward) through torch.compile(backend="tpu"),
+    # generate's decode steps too; graph breaks allowed and counted
+    from torch_tpu.tools import hf_report
+
+    record = hf_report.run_model("llama", "compile")
+    assert record["status"] == "native", record
+    assert record["compiled_graphs"] > 0 and record["graph_breaks"] == 0
+
+
 def test_report_keeps_models_cpu_cannot_build_out_of_the_count(tmp_path):
     from torch_tpu.tools import hf_report
 

@@ -895,9 +895,38 @@ def _route_default_backend_on_tpu():
     wrapper.__call__ = __call__
 
 
+def _grouped_mm_on_tpu(fake_mode, func, mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+    """torch._grouped_mm of fake tpu tensors. PyTorch's meta function checks CUDA's
+    kernel's limits (bfloat16 inputs only), which tpu's (any float dtype, as CPU's) does
+    not have: a float32 mixture of experts would not trace. Other devices keep it."""
+    from torch._meta_registrations import _create_grouped_mm_output_tensor
+    from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
+
+    device = getattr(mat_a, "fake_device", None)
+    if device is None or device.type != torch._C._get_privateuse1_backend_name() or bias is not None:
+        return NotImplemented
+    torch._check(mat_a.dtype == mat_b.dtype and mat_a.is_floating_point(),
+                 lambda: "grouped_mm: expected floating inputs of one dtype, got %s and %s" % (mat_a.dtype, mat_b.dtype))
+    torch._check(mat_a.dim() in (2, 3) and mat_b.dim() in (2, 3),
+                 lambda: "Multiplicands must be 2D or 3D but got mat_a.dim()=%d and mat_b.dim()=%d" % (
+                     mat_a.dim(), mat_b.dim()))
+    torch._check(offs is not None or (mat_a.dim() == 3 and mat_b.dim() == 3),
+                 lambda: "grouped_mm: offs is needed unless both inputs are 3D")
+    with in_kernel_invocation_manager(fake_mode):
+        out = _create_grouped_mm_output_tensor(mat_a, mat_b, offs, out_dtype or mat_a.dtype)
+    return FakeTensor(fake_mode, out, device)
+
+
+def _register_fake_kernels():
+    from torch._subclasses.fake_impls import register_op_impl
+
+    register_op_impl(lambda func: func is torch.ops.aten._grouped_mm.default)(_grouped_mm_on_tpu)
+
+
 def install_backends():
     """Registers backend="tpu" (and "openxla") with dynamo: now if dynamo is imported, else when it is;
     and routes the default backend's graphs on tpu to backend="tpu"."""
+    _register_fake_kernels()
     _route_default_backend_on_tpu()
     for name in _REGISTRATIONS:
         if name in sys.modules:

@@ -6,6 +6,7 @@
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/view_as_complex.h>
 #include <ATen/ops/view_as_real.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -105,9 +106,18 @@ at::Tensor to_cpu(const at::Tensor& src) {
   try {
     engine::materialize(value);
     engine::BufferRef buffer;
-    bool direct = value->buffer && value->dtype == lowering::to_ir(src.scalar_type()) &&
-                  src.storage_offset() == 0 && src.is_contiguous() && value->numel() == src.numel();
-    if (direct) {
+    bool whole = value->buffer && value->dtype == lowering::to_ir(src.scalar_type()) &&
+                 src.storage_offset() == 0 && value->numel() == src.numel();
+    if (whole && !src.is_contiguous() && src.is_non_overlapping_and_dense()) {
+      // Its whole storage in another dimension order (a transposed input's elementwise
+      // result): downloaded as it lies and reordered on the host, without a program.
+      at::Tensor raw = at::empty_strided(src.sizes(), src.strides(), src.options().device(c10::kCPU));
+      engine::Runtime::get().download(*value->buffer, raw.data_ptr(), raw.nbytes());
+      host.copy_(raw);
+      check_pending_asserts();
+      return host;
+    }
+    if (whole && src.is_contiguous()) {
       buffer = value->buffer;
     } else {
       Program p("to_cpu", src.device());

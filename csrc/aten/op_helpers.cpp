@@ -1,6 +1,8 @@
 #include "aten/op_helpers.h"
 
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ScalarOps.h>
@@ -32,6 +34,30 @@ at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArray
   return *out;
 }
 
+namespace {
+
+// A new elementwise result laid out as CPU and CUDA lay it out: their TensorIterator
+// orders the result's dimensions as the inputs' strides order them (a transposed
+// input, a transposed result), and code that views the result relies on it, as do
+// torch.compile's fake tensors. All inputs contiguous (nearly every call): contiguous,
+// without asking; otherwise TensorIterator itself decides, on meta tensors.
+at::Tensor new_elementwise_output(const TensorRefs& inputs, c10::IntArrayRef shape, c10::ScalarType dtype,
+                                  c10::Device device) {
+  at::TensorOptions options = at::TensorOptions().dtype(dtype).device(device);
+  bool contiguous = true;
+  for (const at::Tensor& t : inputs) contiguous = contiguous && (t.dim() == 0 || t.is_contiguous());
+  if (contiguous || shape.size() < 2) return at::empty(shape, options);
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(false).check_all_same_dtype(false);
+  config.add_owned_output(at::Tensor());
+  at::TensorOptions meta = at::TensorOptions().dtype(at::kFloat).device(c10::kMeta);
+  for (const at::Tensor& t : inputs) config.add_owned_const_input(at::empty_strided(t.sizes(), t.strides(), meta));
+  at::TensorIterator iter = config.build();
+  return at::empty_strided(shape, iter.output(0).strides(), options);
+}
+
+}  // namespace
+
 at::Tensor elementwise(const char* name, const TensorRefs& inputs, c10::ScalarType compute,
                        c10::ScalarType result, const Build& build, const at::Tensor* out, bool inplace) {
   c10::DimVector shape;
@@ -42,7 +68,8 @@ at::Tensor elementwise(const char* name, const TensorRefs& inputs, c10::ScalarTy
   if (device < 0 && out != nullptr) device = out->device().index();
   c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
   c10::DeviceGuard guard(where);
-  at::Tensor output = prepare_output(name, out, shape, result, where, inplace);
+  at::Tensor output = out == nullptr ? new_elementwise_output(inputs, shape, result, where)
+                                     : prepare_output(name, out, shape, result, where, inplace);
   ProgramBatch* batch = ProgramBatch::active();
   std::optional<Program> own;
   if (batch == nullptr) own.emplace(name, device);

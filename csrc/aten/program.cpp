@@ -5,6 +5,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -388,21 +389,34 @@ void Program::write(const at::Tensor& dst, ir::Value v) {
               ": unsupported operation: more than one element of the written-to tensor refers to a single "
               "memory location. Please clone() the tensor before performing the operation.");
   v = ir::convert(graph_, v, dtype);
-  if (covers_whole_storage(dst)) {
+  // A dense result in another dimension order (an elementwise op's, laid out as its
+  // transposed inputs): its storage holds the value transposed to that order.
+  if (!dst.is_contiguous() && dst.storage_offset() == 0 && dst.is_non_overlapping_and_dense() &&
+      static_cast<size_t>(dst.numel()) * dst.element_size() == dst.storage().nbytes()) {
+    ir::Dims order;
+    for (int64_t d = 0; d < dst.dim(); ++d) order.push_back(d);
+    // outermost (largest stride) first; size-1 dims, whose strides order nothing, last
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return std::make_pair(dst.size(a) == 1, -dst.stride(a)) < std::make_pair(dst.size(b) == 1, -dst.stride(b));
+    });
+    v = ir::transpose(graph_, v, order);
+  } else if (!covers_whole_storage(dst)) {
+    StorageState& state = state_for(dst);
+    ir::Value storage = ir::reinterpret(graph_, state.current, dtype);
+    lowering::StridedView view{sizes, ir::Shape(dst.strides().begin(), dst.strides().end()),
+                               dst.storage_offset()};
+    state.current = lowering::write_strided(graph_, storage, v, view, dynamic_offset(dst));
+    state.written = true;
+    return;
+  }
+  {
     engine::StorageValue* value = runtime::checked_storage_value(dst.storage());
     StorageState* known = find_storage(value);
     // Old content not needed: no parameter.
     StorageState& state = known != nullptr ? *known : add_storage(StorageState{dst.storage(), value, {}, false});
     state.current = ir::reshape(graph_, v, {dst.numel()});
     state.written = true;
-    return;
   }
-  StorageState& state = state_for(dst);
-  ir::Value storage = ir::reinterpret(graph_, state.current, dtype);
-  lowering::StridedView view{sizes, ir::Shape(dst.strides().begin(), dst.strides().end()),
-                             dst.storage_offset()};
-  state.current = lowering::write_strided(graph_, storage, v, view, dynamic_offset(dst));
-  state.written = true;
 }
 
 std::vector<engine::BufferRef> Program::run() {

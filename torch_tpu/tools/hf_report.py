@@ -18,7 +18,7 @@ classified:
   config    the tiny model could not be built or run on CPU, or the config kept more
             than MAX_PARAMETERS parameters (a nested config not shrunk): not counted
 
-    python -m torch_tpu.tools.hf_report [--models gpt2,llama] [--mode strict|fused]
+    python -m torch_tpu.tools.hf_report [--models gpt2,llama] [--mode strict|fused|compile]
         [--timeout 300] [--out-dir reports]
 
 writes <out-dir>/hf_models.json and <out-dir>/hf_models.md; the last printed line is
@@ -335,16 +335,27 @@ def run_model(model_type, mode, progress=lambda record: None):
         return record
     record["parameters"] = sum(p.numel() for p in cpu_model.parameters())
     progress(dict(record, status="errors", error="the process ended during the tpu run"))
-    torch_tpu.set_eager_mode(mode)
+    # compile: the model's forward through torch.compile(backend="tpu") (backward compiled
+    # with it by AOTAutograd; generate's decode steps too), the rest eager in strict mode.
+    torch_tpu.set_eager_mode("strict" if mode == "compile" else mode)
 
     tpu_topk_calls = []
 
     def attempt():
         model = copy.deepcopy(tpu_model).to("tpu")
+        if mode == "compile":
+            from torch_tpu import _compile
+            torch._dynamo.reset()
+            torch._dynamo.utils.counters.clear()
+            graphs_before = _compile.stats()["compiled_graphs"]
+            model.forward = torch.compile(model.forward, backend="tpu")
         with _TopkRecorder() as tpu_topk:
             got = _run(model, ids.to("tpu"))
         tpu_topk_calls[:] = tpu_topk.calls
         torch.tpu.synchronize()
+        if mode == "compile":  # graph breaks are allowed, and counted
+            record["graph_breaks"] = sum(torch._dynamo.utils.counters["graph_break"].values())
+            record["compiled_graphs"] = _compile.stats()["compiled_graphs"] - graphs_before
         return got
 
     start = time.perf_counter()
@@ -427,7 +438,7 @@ def markdown(records, mode, transformers_version):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=None, help="comma-separated model types (default: all causal LMs)")
-    parser.add_argument("--mode", default="strict", choices=("strict", "fused", "debug"))
+    parser.add_argument("--mode", default="strict", choices=("strict", "fused", "compile", "debug"))
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model type")
     parser.add_argument("--out-dir", default="reports")
     parser.add_argument("--child", help=argparse.SUPPRESS)
