@@ -638,3 +638,12 @@ def test_debug_mode_accepts_indices_in_range_and_ignored_targets():
                      torch.nn.functional.cross_entropy(_x, target))
         assert_close(torch.nn.functional.nll_loss(x, torch.tensor([0, 7, 3], device="tpu"), ignore_index=7).cpu(),
                      torch.nn.functional.nll_loss(_x, torch.tensor([0, 7, 3]), ignore_index=7))
+
+
+@pytest.mark.parametrize("pad", [[0, 0, 0, -1], [0, 0, 1, 1], [-1, -1], [0, 0, 0, 0, -1, 0]])
+def test_constant_pad_of_a_transposed_tensor_is_laid_out_as_on_cpu(pad):
+    # a narrowing pad keeps the input's dimension order on CPU (a widening one does not)
+    x = torch.randn(2, 4, 8, 6).transpose(1, 2)
+    expected, got = torch.constant_pad_nd(x, pad), torch.constant_pad_nd(x.to("tpu"), pad)
+    assert got.stride() == expected.stride()
+    assert torch.equal(got.cpu(), expected)

@@ -313,3 +313,17 @@ def test_matrix_exp_edges_and_backward():
     assert got.dtype == torch.bfloat16
     assert_close(got.cpu(), torch.linalg.matrix_exp(x.float()).bfloat16())
     check_grads(torch.linalg.matrix_exp, make((4, 4), seed=17), **TOL)
+
+
+@pytest.mark.parametrize("shapes", [((4, 4), (4, 5)), ((2, 3, 4, 4), (2, 3, 4, 5)), ((2, 4, 4), (4, 2))])
+def test_solve_triangular_result_is_column_major_as_on_cpu(shapes):
+    # CPU (LAPACK) returns batched column-major matrices; code that views the result, and
+    # torch.compile's fake tensors, rely on that layout
+    torch.manual_seed(0)
+    A = torch.randn(shapes[0]).triu() + 4 * torch.eye(shapes[0][-1])
+    B = torch.randn(shapes[1])
+    expected = torch.linalg.solve_triangular(A, B, upper=True)
+    got = torch.linalg.solve_triangular(A.to("tpu"), B.to("tpu"), upper=True)
+    assert got.stride() == expected.stride()
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got.mT.reshape(-1).cpu(), expected.mT.reshape(-1), rtol=1e-4, atol=1e-5)

@@ -41,7 +41,12 @@ std::vector<int64_t> int_list(c10::SymIntArrayRef v) {
 at::Tensor unary_shape_op(const char* name, const at::Tensor& self, const at::Tensor& shape_of, const at::Tensor* out,
                           bool inplace, const std::function<ir::Value(Program&, ir::Value)>& build) {
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = prepare_output(name, out, shape_of.sizes(), shape_of.scalar_type(), self.device(), inplace);
+  // A new result takes the layout ATen's meta function gives (CPU's: a narrowing pad of a
+  // transposed tensor stays transposed), which views of it and torch.compile rely on.
+  at::Tensor output = out == nullptr && shape_of.is_non_overlapping_and_dense() && !shape_of.is_contiguous()
+                          ? at::empty_strided(shape_of.sizes(), shape_of.strides(),
+                                              self.options().dtype(shape_of.scalar_type()))
+                          : prepare_output(name, out, shape_of.sizes(), shape_of.scalar_type(), self.device(), inplace);
   if (output.numel() == 0) return output;
   Program p(name, self.device());
   p.write(output, build(p, p.read(self)));
