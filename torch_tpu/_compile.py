@@ -388,27 +388,28 @@ class HostPrelude:
         # its own, or, when the host part runs stacked, the stacked results whole (one
         # tensor per list, not one per element: an AdamW step hands over 2 instead of 2
         # per parameter), each crossing value a select of its element on the device.
-        handover, inputs_for = [], []
+        handover, inputs_for, whole_at = [], [], {}  # (entry, a crossing node it stands for); slot -> position
         for k, n in enumerate(crossing):
             slot, index = stacked.outputs[k] if stacked is not None else (None, None)
             if index is None:
                 inputs_for.append((len(handover), None))
-                handover.append(stacked.outputs[k] if stacked is not None else None)
+                handover.append((stacked.outputs[k] if stacked is not None else None, n))
                 continue
-            if (slot, _WHOLE) not in handover:
-                handover.append((slot, _WHOLE))
-            inputs_for.append((handover.index((slot, _WHOLE)), index))
+            if slot not in whole_at:
+                whole_at[slot] = len(handover)
+                handover.append(((slot, _WHOLE), n))
+            inputs_for.append((whole_at[slot], index))
         if stacked is not None:
-            stacked.outputs = handover
+            stacked.outputs = [entry for entry, _ in handover]
 
         graph = gm.graph
         inputs, last = [], placeholders[-1]
-        for k, entry in enumerate(handover):
-            n = crossing[next(i for i, (h, _) in enumerate(inputs_for) if h == k)]
+        for entry, n in handover:
+            whole = entry is not None and entry[1] is _WHOLE
             with graph.inserting_after(last):
-                last = graph.placeholder(n.name + ("_stack" if entry and entry[1] is _WHOLE else "") + "_from_host")
+                last = graph.placeholder(n.name + ("_stack" if whole else "") + "_from_host")
             last.meta = dict(n.meta)
-            if entry and entry[1] is _WHOLE:
+            if whole:
                 val = n.meta["val"]
                 with getattr(val, "fake_mode", None) or contextlib.nullcontext():
                     last.meta["val"] = torch.empty(stacked.lengths[entry[0]], dtype=val.dtype)

@@ -30,6 +30,7 @@
 #include <ATen/ops/linalg_matrix_exp_ops.h>
 #include <ATen/ops/linalg_solve_triangular_ops.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/ops/lu_unpack_ops.h>
 #include <ATen/ops/triangular_solve_ops.h>
 #include <c10/core/DeviceGuard.h>
@@ -151,21 +152,6 @@ at::Tensor output(const char* name, at::Tensor* out, c10::IntArrayRef shape, c10
     TORCH_CHECK(out->scalar_type() == dtype, name, ": Expected out tensor to have dtype ", dtype, ", but got ",
                 out->scalar_type(), " instead");
   return prepare_output(name, out, shape, dtype, device, false);
-}
-
-// Strides of a batch of column-major matrices (the matrices one after another).
-c10::DimVector column_major_strides(c10::IntArrayRef shape) {
-  c10::DimVector strides(shape.size(), 1);
-  int64_t n = static_cast<int64_t>(shape.size());
-  if (n < 2) return strides;
-  strides[n - 2] = 1;
-  strides[n - 1] = std::max<int64_t>(shape[n - 2], 1);
-  int64_t step = std::max<int64_t>(shape[n - 2], 1) * std::max<int64_t>(shape[n - 1], 1);
-  for (int64_t d = n - 3; d >= 0; --d) {
-    strides[d] = step;
-    step *= std::max<int64_t>(shape[d], 1);
-  }
-  return strides;
 }
 
 // One program writing one value per output (outputs without elements are skipped).
@@ -320,7 +306,8 @@ at::Tensor solve_triangular_op(const at::Tensor& A, const at::Tensor& B, bool up
   c10::DimVector shape = with_matrix(batch, B.size(-2), B.size(-1));
   // CPU's (LAPACK's) layout, batched column-major, which views of it and torch.compile rely on.
   at::Tensor X = out != nullptr ? output(name, out, shape, B.scalar_type(), B.device())
-                                : at::empty_strided(shape, column_major_strides(shape), B.options());
+                                : at::empty_strided(shape, at::native::batched_matrix_contiguous_strides(shape, /*f_contig=*/true),
+                                                    B.options());
   run(name, A.device().index(), {X}, [&](Program& p, ir::Graph& g) {
     ir::Value a = lw::broadcast_batch(g, p.read_logical(A), shape_of(batch));
     ir::Value b = lw::broadcast_batch(g, p.read_logical(B), shape_of(batch));

@@ -106,9 +106,8 @@ at::Tensor to_cpu(const at::Tensor& src) {
   try {
     engine::materialize(value);
     engine::BufferRef buffer;
-    bool whole = value->buffer && value->dtype == lowering::to_ir(src.scalar_type()) &&
-                 src.storage_offset() == 0 && value->numel() == src.numel();
-    if (whole && !src.is_contiguous() && src.is_non_overlapping_and_dense()) {
+    bool whole = value->buffer && value->dtype == lowering::to_ir(src.scalar_type()) && fills_whole_storage(src);
+    if (whole && !src.is_contiguous()) {
       // Its whole storage in another dimension order (a transposed input's elementwise
       // result): downloaded as it lies and reordered on the host, without a program.
       at::Tensor raw = at::empty_strided(src.sizes(), src.strides(), src.options().device(c10::kCPU));

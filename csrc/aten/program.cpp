@@ -163,8 +163,10 @@ void Program::log_launch(const engine::LaunchInfo& info) const {
   std::fprintf(stderr, "[torch_tpu] %s(%s) %s, %.1f us\n", op_name_, operands().c_str(), how, info.seconds * 1e6);
 }
 
-bool covers_whole_storage(const at::Tensor& t) {
-  return t.storage_offset() == 0 && t.is_contiguous() &&
+bool covers_whole_storage(const at::Tensor& t) { return t.is_contiguous() && fills_whole_storage(t); }
+
+bool fills_whole_storage(const at::Tensor& t) {
+  return t.storage_offset() == 0 && t.is_non_overlapping_and_dense() &&
          static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
 }
 
@@ -389,18 +391,7 @@ void Program::write(const at::Tensor& dst, ir::Value v) {
               ": unsupported operation: more than one element of the written-to tensor refers to a single "
               "memory location. Please clone() the tensor before performing the operation.");
   v = ir::convert(graph_, v, dtype);
-  // A dense result in another dimension order (an elementwise op's, laid out as its
-  // transposed inputs): its storage holds the value transposed to that order.
-  if (!dst.is_contiguous() && dst.storage_offset() == 0 && dst.is_non_overlapping_and_dense() &&
-      static_cast<size_t>(dst.numel()) * dst.element_size() == dst.storage().nbytes()) {
-    ir::Dims order;
-    for (int64_t d = 0; d < dst.dim(); ++d) order.push_back(d);
-    // outermost (largest stride) first; size-1 dims, whose strides order nothing, last
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      return std::make_pair(dst.size(a) == 1, -dst.stride(a)) < std::make_pair(dst.size(b) == 1, -dst.stride(b));
-    });
-    v = ir::transpose(graph_, v, order);
-  } else if (!covers_whole_storage(dst)) {
+  if (!fills_whole_storage(dst)) {
     StorageState& state = state_for(dst);
     ir::Value storage = ir::reinterpret(graph_, state.current, dtype);
     lowering::StridedView view{sizes, ir::Shape(dst.strides().begin(), dst.strides().end()),
@@ -409,14 +400,21 @@ void Program::write(const at::Tensor& dst, ir::Value v) {
     state.written = true;
     return;
   }
-  {
-    engine::StorageValue* value = runtime::checked_storage_value(dst.storage());
-    StorageState* known = find_storage(value);
-    // Old content not needed: no parameter.
-    StorageState& state = known != nullptr ? *known : add_storage(StorageState{dst.storage(), value, {}, false});
-    state.current = ir::reshape(graph_, v, {dst.numel()});
-    state.written = true;
+  if (!dst.is_contiguous()) {  // its storage holds the value in the order of its strides
+    ir::Dims order;
+    for (int64_t d = 0; d < dst.dim(); ++d) order.push_back(d);
+    // outermost (largest stride) first; size-1 dims, whose strides order nothing, last
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return std::make_pair(dst.size(a) == 1, -dst.stride(a)) < std::make_pair(dst.size(b) == 1, -dst.stride(b));
+    });
+    v = ir::transpose(graph_, v, order);
   }
+  engine::StorageValue* value = runtime::checked_storage_value(dst.storage());
+  StorageState* known = find_storage(value);
+  // Old content not needed: no parameter.
+  StorageState& state = known != nullptr ? *known : add_storage(StorageState{dst.storage(), value, {}, false});
+  state.current = ir::reshape(graph_, v, {dst.numel()});
+  state.written = true;
 }
 
 std::vector<engine::BufferRef> Program::run() {

@@ -135,6 +135,9 @@ engine::BufferRef scalar_storage_buffer(const at::Tensor& scalar, int device);
 // Whether `t` is its whole storage, contiguous from offset 0: writing it needs
 // no old storage content.
 bool covers_whole_storage(const at::Tensor& t);
+// covers_whole_storage in any dimension order: dense from offset 0 and all of its
+// storage (a transposed input's elementwise result), its storage the value transposed.
+bool fills_whole_storage(const at::Tensor& t);
 
 // Raises CUDA's error for operands on two devices, naming both and the op.
 [[noreturn]] void raise_device_mismatch(c10::Device first, c10::Device second, const std::string& op);
