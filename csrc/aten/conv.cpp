@@ -109,7 +109,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
                            : lowering::conv_forward(g, x, w, p, acc);
   if (bias && bias->defined()) {
     ir::Value b = ir::convert(g, prog.read(*bias), acc);
-    r = ir::binary(g, "stablehlo.add", r, ir::broadcast_in_dim(g, b, to_shape(shape), {1}));
+    r = ir::binary(g, ir::Op::Add, r, ir::broadcast_in_dim(g, b, to_shape(shape), {1}));
   }
   prog.write(output, r);
   prog.run();

@@ -127,9 +127,9 @@ at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_
   rows.insert(rows.end(), others.begin(), others.end());
   ir::Value updates = ir::reshape(g, ir::transpose(g, grad, perm), rows);
   ir::Shape grid{windows, size};
-  ir::Value start = ir::binary(g, "stablehlo.multiply", ir::iota(g, ir::DType::S64, grid, 0),
+  ir::Value start = ir::binary(g, ir::Op::Multiply, ir::iota(g, ir::DType::S64, grid, 0),
                                ir::full(g, ir::DType::S64, static_cast<double>(step), grid));
-  ir::Value index = ir::reshape(g, ir::binary(g, "stablehlo.add", start, ir::iota(g, ir::DType::S64, grid, 1)),
+  ir::Value index = ir::reshape(g, ir::binary(g, ir::Op::Add, start, ir::iota(g, ir::DType::S64, grid, 1)),
                                 {windows * size});
   ir::Shape target{input_sizes[dim]};
   target.insert(target.end(), others.begin(), others.end());

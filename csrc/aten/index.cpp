@@ -353,7 +353,7 @@ at::Tensor index_combine_op(Overload o, bool add, const at::Tensor& self, int64_
     s = ir::reshape(g, s, rows);
     if (add && !scalar_is(alpha, 1)) {
       ir::Value a = p.scalar(alpha, lowering::to_ir(self.scalar_type()));
-      s = ir::binary(g, "stablehlo.multiply", s, ir::broadcast_in_dim(g, a, g.type(s).shape, {}));
+      s = ir::binary(g, ir::Op::Multiply, s, ir::broadcast_in_dim(g, a, g.type(s).shape, {}));
     }
     x = lowering::combine_rows(g, x, d, p.read(index), s, add ? ir::Combiner::Add : ir::Combiner::Replace);
   }
@@ -457,7 +457,7 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
   if (source.numel() > 0) {
     ir::Value src = ir::reshape(g, p.read(source), {source.numel()});
     ir::Value pos = lowering::prefix_sum(g, ir::convert(g, m, ir::DType::S64));
-    pos = ir::binary(g, "stablehlo.add", pos, ir::full(g, ir::DType::S64, -1, {n}));
+    pos = ir::binary(g, ir::Op::Add, pos, ir::full(g, ir::DType::S64, -1, {n}));
     ir::Value picked = ir::gather_rows(g, src, lowering::clamp_index(g, pos, source.numel()));
     r = ir::select(g, m, picked, x);
   }

@@ -209,7 +209,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     ir::Graph& g = p.graph();
     // Raw values in, raw values out: apply the lazy bits that differ.
     if (self.is_conj() != dst.is_conj()) v = lowering::conj(g, v);
-    if (self.is_neg() != dst.is_neg()) v = ir::unary(g, "stablehlo.negate", v);
+    if (self.is_neg() != dst.is_neg()) v = ir::unary(g, ir::Op::Negate, v);
     p.write(dst, ir::broadcast_to(p.graph(), v, ir::Shape(dst.sizes().begin(), dst.sizes().end())));
     p.run();
   } else if (src_tpu) {

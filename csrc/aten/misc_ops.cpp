@@ -444,7 +444,7 @@ at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool ke
   while (width < reduced) width *= 2;
   if (width > reduced) x = ir::pad(g, x, ir::constant_int(g, ir::DType::U64, 0), {0, 0}, {0, width - reduced});
   for (; width > 1; width /= 2)
-    x = ir::binary(g, "stablehlo.xor", ir::slice(g, x, {0, 0}, {kept, width / 2}),
+    x = ir::binary(g, ir::Op::Xor, ir::slice(g, x, {0, 0}, {kept, width / 2}),
                    ir::slice(g, x, {0, width / 2}, {kept, width}));
   p.write(out, ir::reshape(g, x, shape));
   p.run();

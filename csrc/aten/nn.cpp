@@ -253,8 +253,8 @@ Tensor3 batch_norm_op(const char* name, const at::Tensor& input, const OptTensor
     ir::Value s = ir::reshape(g, ir::convert(g, stat, acc), channels);
     ir::Value keep = ir::full(g, acc, 1 - momentum, channels);
     ir::Value take = ir::full(g, acc, momentum * factor, channels);
-    ir::Value updated = ir::binary(g, "stablehlo.add", ir::binary(g, "stablehlo.multiply", ir::convert(g, r, acc), keep),
-                                   ir::binary(g, "stablehlo.multiply", s, take));
+    ir::Value updated = ir::binary(g, ir::Op::Add, ir::binary(g, ir::Op::Multiply, ir::convert(g, r, acc), keep),
+                                   ir::binary(g, ir::Op::Multiply, s, take));
     p.write(**running, updated);
   }
   p.run();
@@ -808,7 +808,7 @@ at::Tensor rrelu_op(const char* name, const at::Tensor& self, at::Tensor& noise,
     noise.copy_(n);
     return elementwise(name, {self, noise}, compute, t,
                        [](ir::Graph& g, const std::vector<ir::Value>& v) {
-                         return ir::binary(g, "stablehlo.multiply", v[0], v[1]);
+                         return ir::binary(g, ir::Op::Multiply, v[0], v[1]);
                        },
                        out, inplace);
   }
@@ -816,7 +816,7 @@ at::Tensor rrelu_op(const char* name, const at::Tensor& self, at::Tensor& noise,
                      [](ir::Graph& g, const std::vector<ir::Value>& v) {
                        const ir::Type& ty = g.type(v[0]);
                        ir::Value pos = ir::compare(g, v[0], ir::full(g, ty.dtype, 0, ty.shape), ir::Compare::GE);
-                       return ir::select(g, pos, v[0], ir::binary(g, "stablehlo.multiply", v[0], v[1]));
+                       return ir::select(g, pos, v[0], ir::binary(g, ir::Op::Multiply, v[0], v[1]));
                      },
                      out, inplace);
 }

@@ -40,7 +40,7 @@ struct AmpScaling {
   std::optional<ir::Value> skip;      // 0-dim pred: found_inf == 1
   ir::Value unscale(Program& p, ir::Value grad) const {
     if (!scale) return grad;
-    return ir::binary(p.graph(), "stablehlo.divide", grad,
+    return ir::binary(p.graph(), ir::Op::Divide, grad,
                       ir::broadcast_to(p.graph(), *scale, p.graph().type(grad).shape));
   }
   // Writes `updated` into t, or t's old value when the step is skipped.
@@ -208,11 +208,11 @@ void amp_unscale(TL self, at::Tensor& found_inf, const at::Tensor& inv_scale) {
     ir::DType opmath = lowering::to_ir(lowering::opmath_type(t.scalar_type()));
     ir::Value x = ir::convert(g, p.read(t), opmath);
     ir::Shape shape = g.type(x).shape;
-    ir::Value finite = g.add("stablehlo.is_finite", {x}, ir::Type{ir::DType::Pred, shape});
+    ir::Value finite = g.add(ir::Op::IsFinite, {x}, ir::Type{ir::DType::Pred, shape});
     ir::Value flat = ir::reshape(g, finite, {t.numel()});
     ir::Value all_finite = ir::reduce(g, flat, ir::constant(g, ir::DType::Pred, 1), {0}, ir::Combiner::And);
-    any_bad = ir::binary(g, "stablehlo.or", any_bad, ir::unary(g, "stablehlo.not", all_finite));
-    p.write(t, ir::binary(g, "stablehlo.multiply", x, ir::broadcast_to(g, ir::convert(g, scale, opmath), shape)));
+    any_bad = ir::binary(g, ir::Op::Or, any_bad, ir::unary(g, ir::Op::Not, all_finite));
+    p.write(t, ir::binary(g, ir::Op::Multiply, x, ir::broadcast_to(g, ir::convert(g, scale, opmath), shape)));
   }
   ir::Value found = ir::select(g, any_bad, ir::constant(g, ir::DType::F32, 1), read_single(p, found_inf));
   p.write(found_inf, ir::reshape(g, found, to_shape(found_inf.sizes())));
@@ -235,11 +235,11 @@ at::Tensor& amp_update_scale(at::Tensor& self, at::Tensor& growth_tracker, const
   using ir::DType;
   ir::Value scale = read_single(p, self), tracker = read_single(p, growth_tracker);
   ir::Value found = ir::compare(g, read_single(p, found_inf), ir::constant(g, DType::F32, 0), ir::Compare::NE);
-  ir::Value successful = ir::binary(g, "stablehlo.add", tracker, ir::constant(g, DType::S32, 1));
+  ir::Value successful = ir::binary(g, ir::Op::Add, tracker, ir::constant(g, DType::S32, 1));
   ir::Value grow_now = ir::compare(g, successful, p.scalar(growth_interval, DType::S32), ir::Compare::EQ);
-  ir::Value grown = ir::binary(g, "stablehlo.multiply", scale, p.scalar(growth_factor, DType::F32));
-  ir::Value grown_finite = g.add("stablehlo.is_finite", {grown}, ir::Type{DType::Pred, {}});
-  ir::Value backed_off = ir::binary(g, "stablehlo.multiply", scale, p.scalar(backoff_factor, DType::F32));
+  ir::Value grown = ir::binary(g, ir::Op::Multiply, scale, p.scalar(growth_factor, DType::F32));
+  ir::Value grown_finite = g.add(ir::Op::IsFinite, {grown}, ir::Type{DType::Pred, {}});
+  ir::Value backed_off = ir::binary(g, ir::Op::Multiply, scale, p.scalar(backoff_factor, DType::F32));
   ir::Value clean_scale = ir::select(g, grow_now, ir::select(g, grown_finite, grown, scale), scale);
   ir::Value zero = ir::constant(g, DType::S32, 0);
   ir::Value clean_tracker = ir::select(g, grow_now, zero, successful);

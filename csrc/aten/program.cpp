@@ -120,7 +120,7 @@ bool all_finite(const engine::BufferRef& buffer, const ir::Type& type, int devic
   ir::Graph g;
   g.set_options(graph_options());
   ir::Value x = g.parameter(type);
-  ir::Value finite = g.add("stablehlo.is_finite", {x}, ir::Type{ir::DType::Pred, type.shape});
+  ir::Value finite = g.add(ir::Op::IsFinite, {x}, ir::Type{ir::DType::Pred, type.shape});
   ir::Dims all;
   for (int64_t i = 0; i < type.rank(); ++i) all.push_back(i);
   g.add_output(ir::reduce(g, finite, ir::constant(g, ir::DType::Pred, 1), all, ir::Combiner::And));
@@ -376,7 +376,7 @@ ir::Value Program::read_as(const at::Tensor& t, c10::ScalarType dtype) {
 ir::Value Program::apply_lazy_bits(const at::Tensor& t, ir::Value v) {
   if (!t.is_privateuseone()) return v;  // a CPU scalar was read by value, bits applied
   if (t.is_conj()) v = lowering::conj(graph_, v);
-  if (t.is_neg()) v = ir::unary(graph_, "stablehlo.negate", v);
+  if (t.is_neg()) v = ir::unary(graph_, ir::Op::Negate, v);
   return v;
 }
 

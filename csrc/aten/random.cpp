@@ -72,7 +72,7 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
     ir::Value u = lowering::uniform_01(g, bits.word0, dt);
     ir::Value lo = ir::broadcast_in_dim(g, p.scalar(from, dt), {n}, {});
     ir::Value range = ir::broadcast_in_dim(g, p.scalar(to - from, dt), {n}, {});
-    ir::Value value = ir::binary(g, "stablehlo.add", lo, ir::binary(g, "stablehlo.multiply", u, range));
+    ir::Value value = ir::binary(g, ir::Op::Add, lo, ir::binary(g, ir::Op::Multiply, u, range));
     // Rounding to the tensor's dtype can reach `to`; fold it back to `from`
     // (as ATen does) so the range stays [from, to).
     ir::DType out = lowering::to_ir(self.scalar_type());
@@ -91,7 +91,7 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
     ir::Value z = lowering::standard_normal(g, bits, dt);
     ir::Value m = ir::broadcast_in_dim(g, p.scalar(mean, dt), {n}, {});
     ir::Value s = ir::broadcast_in_dim(g, p.scalar(std, dt), {n}, {});
-    return ir::binary(g, "stablehlo.add", m, ir::binary(g, "stablehlo.multiply", z, s));
+    return ir::binary(g, ir::Op::Add, m, ir::binary(g, ir::Op::Multiply, z, s));
   });
   return self;
 }
@@ -131,11 +131,11 @@ at::Tensor& random_range(const char* name, at::Tensor& self, int64_t from, uint6
   TORCH_CHECK(range > 0, name, " expects 'from' to be less than 'to'");
   fill_random(name, self, gen, [&](Program& p, const lowering::RandomBits& bits, int64_t n) {
     ir::Graph& g = p.graph();
-    ir::Value hi = ir::binary(g, "stablehlo.shift_left", ir::convert(g, bits.word1, ir::DType::U64),
+    ir::Value hi = ir::binary(g, ir::Op::ShiftLeft, ir::convert(g, bits.word1, ir::DType::U64),
                               ir::full(g, ir::DType::U64, 32, {n}));
-    ir::Value r = ir::binary(g, "stablehlo.or", hi, ir::convert(g, bits.word0, ir::DType::U64));
-    r = ir::binary(g, "stablehlo.remainder", r, ir::broadcast_in_dim(g, p.scalar(c10::Scalar(range), ir::DType::U64), {n}, {}));
-    ir::Value v = ir::binary(g, "stablehlo.add", ir::convert(g, r, ir::DType::S64),
+    ir::Value r = ir::binary(g, ir::Op::Or, hi, ir::convert(g, bits.word0, ir::DType::U64));
+    r = ir::binary(g, ir::Op::Remainder, r, ir::broadcast_in_dim(g, p.scalar(c10::Scalar(range), ir::DType::U64), {n}, {}));
+    ir::Value v = ir::binary(g, ir::Op::Add, ir::convert(g, r, ir::DType::S64),
                              ir::broadcast_in_dim(g, p.scalar(from, ir::DType::S64), {n}, {}));
     return v;
   });
@@ -184,7 +184,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   at::Tensor scale_t = scalar_operand(scale);
   at::Tensor out = elementwise("native_dropout", {input, mask, scale_t}, input.scalar_type(), input.scalar_type(),
                                [](ir::Graph& g, const std::vector<ir::Value>& v) {
-                                 return ir::binary(g, "stablehlo.multiply", ir::binary(g, "stablehlo.multiply", v[0], v[1]), v[2]);
+                                 return ir::binary(g, ir::Op::Multiply, ir::binary(g, ir::Op::Multiply, v[0], v[1]), v[2]);
                                });
   return {out, mask};
 }
@@ -195,7 +195,7 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
                                                                 : c10::get_default_dtype_as_scalartype();
   return elementwise("native_dropout_backward", {grad, mask, scalar_operand(scale)}, type,
                      type, [](ir::Graph& g, const std::vector<ir::Value>& v) {
-                       return ir::binary(g, "stablehlo.multiply", ir::binary(g, "stablehlo.multiply", v[0], v[1]), v[2]);
+                       return ir::binary(g, ir::Op::Multiply, ir::binary(g, ir::Op::Multiply, v[0], v[1]), v[2]);
                      });
 }
 
@@ -254,7 +254,7 @@ at::Tensor& geometric_(at::Tensor& self, double prob, std::optional<at::Generato
     ir::Value u = open_uniform(f.g, bits.word0, dt);
     ir::Value log_q = ir::broadcast_in_dim(f.g, p.scalar(std::log1p(-prob), dt), {n}, {});
     // Trials until the first success: ceil(log(u) / log(1 - p)) >= 1 for u in (0, 1).
-    return f.un("stablehlo.ceil", f.div(f.log(u), log_q));
+    return f.un(ir::Op::Ceil, f.div(f.log(u), log_q));
   });
   return self;
 }
@@ -289,7 +289,7 @@ at::Tensor& normal_fill(const char* name, at::Tensor& out, const at::Tensor& mea
       return ir::reshape(g, ir::broadcast_to(g, p.read_as(t, lowering::to_aten(dt)), shape), {n});
     };
     ir::Value z = lowering::standard_normal(g, bits, dt);
-    return ir::binary(g, "stablehlo.add", operand(mean), ir::binary(g, "stablehlo.multiply", z, operand(std)));
+    return ir::binary(g, ir::Op::Add, operand(mean), ir::binary(g, ir::Op::Multiply, z, operand(std)));
   });
   return out;
 }

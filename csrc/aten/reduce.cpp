@@ -283,7 +283,7 @@ std::vector<at::Tensor> moments_op(const char* name, Moment kind, bool with_mean
   if (with_mean) results.push_back({t, out1});
   return reduce_op(name, self, dims, keepdim, results, [&](ir::Graph& g, ir::Value x) -> Values {
     lowering::Moments m = lowering::moments(g, x, dims, keepdim, c, lowering::accumulate_dtype(ir_of(t)));
-    ir::Value v = kind == Moment::Std ? ir::unary(g, "stablehlo.sqrt", m.var) : m.var;
+    ir::Value v = kind == Moment::Std ? ir::unary(g, ir::Op::Sqrt, m.var) : m.var;
     return {v, m.mean};
   });
 }
@@ -570,10 +570,10 @@ at::Tensor renorm_op(const char* name, const at::Tensor& self, const c10::Scalar
   const ir::Shape shape = g.type(x).shape;
   ir::Value norm = lowering::expand_reduced(g, lowering::vector_norm(g, x, p.toDouble(), dims, false, acc), shape, dims);
   ir::Value limit = ir::broadcast_in_dim(g, prog.scalar(maxnorm, acc), shape, {});
-  ir::Value factor = ir::binary(g, "stablehlo.divide", limit,
-                                ir::binary(g, "stablehlo.add", norm, lowering::splat(g, norm, 1e-7)));
+  ir::Value factor = ir::binary(g, ir::Op::Divide, limit,
+                                ir::binary(g, ir::Op::Add, norm, lowering::splat(g, norm, 1e-7)));
   factor = ir::select(g, ir::compare(g, norm, limit, ir::Compare::GT), factor, lowering::splat(g, norm, 1));
-  prog.write(output, ir::convert(g, ir::binary(g, "stablehlo.multiply", x, factor), dtype));
+  prog.write(output, ir::convert(g, ir::binary(g, ir::Op::Multiply, x, factor), dtype));
   prog.run();
   return output;
 }

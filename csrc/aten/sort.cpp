@@ -270,7 +270,7 @@ UniqueResult unique_consecutive_dim(const at::Tensor& self, int64_t dim, bool re
     ir::Value diff = lowering::any(g, ir::compare(g, rows, prev, ir::Compare::NE), {1}, false);
     ir::Value i = ir::iota(g, ir::DType::S64, {n}, 0);
     ir::Value at0 = ir::compare(g, i, ir::full(g, ir::DType::S64, 0, {n}), ir::Compare::EQ);
-    return std::make_pair(rows, ir::binary(g, "stablehlo.or", diff, at0));
+    return std::make_pair(rows, ir::binary(g, ir::Op::Or, diff, at0));
   };
   int64_t count = 0;
   if (n > 0) {
@@ -290,7 +290,7 @@ UniqueResult unique_consecutive_dim(const at::Tensor& self, int64_t dim, bool re
   Program p("unique_consecutive", self.device());
   ir::Graph& g = p.graph();
   auto [rows, first] = first_of(g, p.read(self));
-  ir::Value id = ir::binary(g, "stablehlo.subtract", lowering::prefix_sum(g, ir::convert(g, first, ir::DType::S64)),
+  ir::Value id = ir::binary(g, ir::Op::Subtract, lowering::prefix_sum(g, ir::convert(g, first, ir::DType::S64)),
                             ir::full(g, ir::DType::S64, 1, {n}));
   ir::Value firsts = ir::select(g, first, id, ir::full(g, ir::DType::S64, -1, {n}));
   ir::Value where = ir::scatter_rows(g, ir::full(g, ir::DType::S64, 0, {count}), firsts,
@@ -375,7 +375,7 @@ at::Tensor isin_op(const at::Tensor& elements, const at::Tensor& test, bool inve
   Program p("isin", any_device.device());
   ir::Graph& g = p.graph();
   ir::Value r = lowering::isin(g, p.read_as(elements, common), p.read_as(test, common));
-  if (invert) r = ir::unary(g, "stablehlo.not", r);
+  if (invert) r = ir::unary(g, ir::Op::Not, r);
   p.write(output, r);
   p.run();
   return output;
@@ -535,18 +535,18 @@ at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min
     }
     ir::Value same = ir::compare(g, left, right, ir::Compare::EQ);
     ir::Value one = ir::constant(g, acc, 1);
-    left = ir::select(g, same, ir::binary(g, "stablehlo.subtract", left, one), left);
-    right = ir::select(g, same, ir::binary(g, "stablehlo.add", right, one), right);
+    left = ir::select(g, same, ir::binary(g, ir::Op::Subtract, left, one), left);
+    right = ir::select(g, same, ir::binary(g, ir::Op::Add, right, one), right);
   }
   ir::Value l = ir::broadcast_in_dim(g, left, {n}, {}), r = ir::broadcast_in_dim(g, right, {n}, {});
   ir::Value nb = ir::full(g, acc, static_cast<double>(bins), {n});
-  ir::Value scaled = ir::binary(g, "stablehlo.divide",
-                                ir::binary(g, "stablehlo.multiply", ir::binary(g, "stablehlo.subtract", x, l), nb),
-                                ir::binary(g, "stablehlo.subtract", r, l));
+  ir::Value scaled = ir::binary(g, ir::Op::Divide,
+                                ir::binary(g, ir::Op::Multiply, ir::binary(g, ir::Op::Subtract, x, l), nb),
+                                ir::binary(g, ir::Op::Subtract, r, l));
   // Integer division truncates; below `left` (where that differs from floor) is outside anyway.
   ir::Value pos = ir::convert(g, integral ? scaled : lowering::unary(g, lowering::Unary::Floor, scaled), ir::DType::S64);
-  pos = ir::binary(g, "stablehlo.minimum", pos, ir::full(g, ir::DType::S64, static_cast<double>(bins - 1), {n}));
-  ir::Value inside = ir::binary(g, "stablehlo.and", ir::compare(g, x, l, ir::Compare::GE),
+  pos = ir::binary(g, ir::Op::Minimum, pos, ir::full(g, ir::DType::S64, static_cast<double>(bins - 1), {n}));
+  ir::Value inside = ir::binary(g, ir::Op::And, ir::compare(g, x, l, ir::Compare::GE),
                                 ir::compare(g, x, r, ir::Compare::LE));
   pos = ir::select(g, inside, pos, ir::full(g, ir::DType::S64, -1, {n}));
   ir::Value counts = lowering::bin_counts(g, pos, std::nullopt, bins, acc);
@@ -625,10 +625,10 @@ void histogram_fill(const char* name, const at::Tensor& points, const std::vecto
       stride /= bins;
       ir::Value column = ir::reshape(g, ir::slice(g, x, {0, dim}, {n, dim + 1}), {n});
       ir::Value pos = lowering::edge_bin(g, column, p.read(edges[dim]));
-      skip = ir::binary(g, "stablehlo.or", skip,
+      skip = ir::binary(g, ir::Op::Or, skip,
                         ir::compare(g, pos, ir::full(g, ir::DType::S64, 0, {n}), ir::Compare::LT));
-      index = ir::binary(g, "stablehlo.add", index,
-                         ir::binary(g, "stablehlo.multiply", pos, ir::full(g, ir::DType::S64, static_cast<double>(stride), {n})));
+      index = ir::binary(g, ir::Op::Add, index,
+                         ir::binary(g, ir::Op::Multiply, pos, ir::full(g, ir::DType::S64, static_cast<double>(stride), {n})));
     }
     index = ir::select(g, skip, ir::full(g, ir::DType::S64, -1, {n}), index);
     std::optional<ir::Value> w;
@@ -640,12 +640,12 @@ void histogram_fill(const char* name, const at::Tensor& points, const std::vecto
   if (density) {
     // Normalised by the total, then by each bin's volume (the product of its widths).
     ir::Value sum = ir::reduce(g, counts, ir::constant(g, dtype, 0), {0}, ir::Combiner::Add);
-    h = ir::binary(g, "stablehlo.divide", h, ir::broadcast_in_dim(g, sum, shape, {}));
+    h = ir::binary(g, ir::Op::Divide, h, ir::broadcast_in_dim(g, sum, shape, {}));
     for (int64_t dim = 0; dim < d; ++dim) {
       int64_t e = edges[dim].numel();
       ir::Value ed = p.read(edges[dim]);
-      ir::Value width = ir::binary(g, "stablehlo.subtract", ir::slice(g, ed, {1}, {e}), ir::slice(g, ed, {0}, {e - 1}));
-      h = ir::binary(g, "stablehlo.divide", h, ir::broadcast_in_dim(g, width, shape, {dim}));
+      ir::Value width = ir::binary(g, ir::Op::Subtract, ir::slice(g, ed, {1}, {e}), ir::slice(g, ed, {0}, {e - 1}));
+      h = ir::binary(g, ir::Op::Divide, h, ir::broadcast_in_dim(g, width, shape, {dim}));
     }
   }
   p.write(hist, h);

@@ -196,7 +196,7 @@ at::Tensor angle_op(const at::Tensor& self, const at::Tensor* out) {
   if (self.is_complex()) {
     return elementwise(name, {self}, self.scalar_type(), c10::toRealValueType(self.scalar_type()),
                        [](ir::Graph& g, const std::vector<ir::Value>& v) {
-                         return ir::binary(g, "stablehlo.atan2", ir::imag(g, v[0]), ir::real(g, v[0]));
+                         return ir::binary(g, ir::Op::Atan2, ir::imag(g, v[0]), ir::real(g, v[0]));
                        },
                        out);
   }

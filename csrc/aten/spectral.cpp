@@ -382,16 +382,16 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> linalg_lstsq_out(const Tensor& in
                               {bs, m, nrhs});
     auto f = lowering::svd(g, A, false, true);
     ir::Value smax = ir::slice(g, f.s, {0, 0}, {ba, 1});
-    ir::Value thr = ir::binary(g, "stablehlo.multiply", ir::broadcast_in_dim(g, smax, {ba, k}, {0, 1}),
+    ir::Value thr = ir::binary(g, ir::Op::Multiply, ir::broadcast_in_dim(g, smax, {ba, k}, {0, 1}),
                                ir::full(g, dt, rcond_value, {ba, k}));
     ir::Value zero = ir::full(g, dt, 0, {ba, k});
-    ir::Value keep = ir::binary(g, "stablehlo.and", ir::compare(g, f.s, thr, ir::Compare::GT),
+    ir::Value keep = ir::binary(g, ir::Op::And, ir::compare(g, f.s, thr, ir::Compare::GT),
                                 ir::compare(g, f.s, zero, ir::Compare::GT));
-    ir::Value inv = ir::select(g, keep, ir::binary(g, "stablehlo.divide", ir::full(g, dt, 1, {ba, k}), f.s), zero);
+    ir::Value inv = ir::select(g, keep, ir::binary(g, ir::Op::Divide, ir::full(g, dt, 1, {ba, k}), f.s), zero);
     ir::Value U = to_batch(f.u, m, k), Vh = to_batch(f.vh, k, n);
     ir::Value inv_b = to_batch(ir::reshape(g, inv, {ba, k, 1}), k, 1);
     ir::Value y = ir::dot_general(g, U, b, {0}, {0}, {1}, {1}, dt);  // [bs, k, nrhs]
-    y = ir::binary(g, "stablehlo.multiply", y, ir::broadcast_in_dim(g, ir::reshape(g, inv_b, {bs, k}), {bs, k, nrhs}, {0, 1}));
+    y = ir::binary(g, ir::Op::Multiply, y, ir::broadcast_in_dim(g, ir::reshape(g, inv_b, {bs, k}), {bs, k, nrhs}, {0, 1}));
     ir::Value x = ir::dot_general(g, Vh, y, {0}, {0}, {1}, {1}, dt);  // [bs, n, nrhs]
     p.write(solution, ir::reshape(g, x, to_shape(solution.sizes())));
     if (want_rank) {
@@ -419,10 +419,10 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> linalg_lstsq_out(const Tensor& in
         ir::Value A = ir::reshape(g, ir::broadcast_to(g, p.read(input), a_full), {bs, m, n});
         ir::Value x = ir::reshape(g, p.read(solution), {bs, n, nrhs});
         ir::Value ax = ir::dot_general(g, A, x, {0}, {0}, {2}, {1}, g.type(A).dtype);
-        r = ir::binary(g, "stablehlo.subtract", ir::reshape(g, r, {bs, m, nrhs}), ax);
+        r = ir::binary(g, ir::Op::Subtract, ir::reshape(g, r, {bs, m, nrhs}), ax);
       }
       r = ir::reshape(g, r, {bs, m, nrhs});
-      ir::Value sq = ir::binary(g, "stablehlo.multiply", r, r);
+      ir::Value sq = ir::binary(g, ir::Op::Multiply, r, r);
       ir::Value total = ir::reduce(g, sq, ir::constant(g, g.type(sq).dtype, 0), {1}, ir::Combiner::Add);
       p.write(residuals, ir::reshape(g, total, to_shape(residuals.sizes())));
       p.run();

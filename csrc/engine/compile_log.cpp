@@ -38,10 +38,9 @@ std::string first_ops(const ir::Graph& graph) {
   std::string s;
   int named = 0;
   for (size_t i = 0; i < graph.size() && named < 3; ++i) {
-    const char* op = graph.op_name(ir::Value{static_cast<int>(i)});
-    if (op == nullptr || std::string_view(op) == "stablehlo.reshape") continue;
-    if (std::string_view(op).starts_with("stablehlo.")) op += 10;
-    s += (named++ ? ", " : "") + std::string(op);
+    ir::Op op = graph.op(ir::Value{static_cast<int>(i)});
+    if (op == ir::Op::Parameter || op == ir::Op::Reshape) continue;
+    s += (named++ ? ", " : "") + std::string(ir::short_name(op));
   }
   return s.empty() ? "(parameters only)" : s;
 }
@@ -93,7 +92,7 @@ void record_compile(const ir::Graph& graph, double seconds, bool from_disk) {
     // Programs with no line (backward, background) are compared by their first ops.
     Line& line = g_lines[record.location.empty() ? "ops: " + record.ops : record.location];
     record.reason = reason_against(line, graph);
-    line.recent.push_back(graph.owning_copy());
+    line.recent.push_back(graph);
     if (line.recent.size() > kKeptPerLine) line.recent.pop_front();
     if (++line.compiles > kStorm && !line.warned) {
       line.warned = true;

@@ -3,12 +3,27 @@
 #include <bit>
 #include <charconv>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <stdexcept>
-#include <unordered_set>
 
 namespace tpu::ir {
+
+namespace {
+constexpr const char* kOpNames[] = {
+    "parameter", "result",
+#define TPU_IR_OP_NAME(name, mlir) mlir,
+    TPU_IR_OPS(TPU_IR_OP_NAME)
+#undef TPU_IR_OP_NAME
+};
+}  // namespace
+
+const char* mlir_name(Op op) { return kOpNames[static_cast<size_t>(op)]; }
+
+const char* short_name(Op op) {
+  const char* name = mlir_name(op);
+  const char* dot = std::strchr(name, '.');
+  return dot != nullptr ? dot + 1 : name;
+}
 
 const char* mlir_name(DotPrecision precision) {
   static const char* names[] = {"DEFAULT", "HIGH", "HIGHEST"};
@@ -164,12 +179,12 @@ NodeStore& NodeStore::operator=(const NodeStore& other) {
 }
 
 Value Graph::parameter(Type type) {
-  nodes_.push_back(Node{nullptr, 0, 0, std::move(type), {}, Combiner::None});
+  nodes_.push_back(Node{Op::Parameter, 0, 0, std::move(type), {}, Combiner::None});
   ++num_parameters_;
   return Value{static_cast<int>(nodes_.size()) - 1};
 }
 
-Value Graph::add_node(const char* op, const Value* operands, size_t count, Type type, std::string attrs,
+Value Graph::add_node(Op op, const Value* operands, size_t count, Type type, std::string attrs,
                       Combiner combiner) {
   Node node{op, static_cast<uint32_t>(operand_ids_.size()), static_cast<uint32_t>(count), std::move(type),
             std::move(attrs), combiner};
@@ -178,7 +193,7 @@ Value Graph::add_node(const char* op, const Value* operands, size_t count, Type 
   for (size_t i = 0; i < count; ++i) {
     if (operands[i].id < 0 || operands[i].id >= static_cast<int>(nodes_.size())) {
       operand_ids_.resize(node.first_operand);
-      throw std::logic_error(std::string("ir: invalid operand for ") + op);
+      throw std::logic_error(std::string("ir: invalid operand for ") + mlir_name(op));
     }
     operand_ids_.push_back(operands[i].id);
   }
@@ -199,7 +214,7 @@ void Graph::append(Graph&& other, std::span<const Value> arguments, std::vector<
   mapped.reserve(other.nodes_.size());
   size_t next_argument = 0;
   for (Node& n : other.nodes_) {
-    if (n.op == nullptr) {
+    if (n.op == Op::Parameter) {
       mapped.push_back(arguments[next_argument++]);
       continue;
     }
@@ -237,7 +252,7 @@ std::vector<GraphPiece> Graph::split(std::span<const size_t> ends) const {
     };
     for (size_t i = begin; i < ends[piece]; ++i) {
       const Node& n = nodes_[i];
-      if (n.op == nullptr) {
+      if (n.op == Op::Parameter) {
         input(static_cast<int>(i));
         continue;
       }
@@ -251,7 +266,7 @@ std::vector<GraphPiece> Graph::split(std::span<const size_t> ends) const {
       local[i] = static_cast<int>(p.graph.nodes_.size()) - 1;
     }
     for (size_t i = begin; i < ends[piece]; ++i)
-      if (exported[i] && nodes_[i].op != nullptr) {
+      if (exported[i] && nodes_[i].op != Op::Parameter) {
         p.outputs.push_back(static_cast<int>(i));
         p.graph.add_output(Value{local[i]});
       }
@@ -263,26 +278,26 @@ std::vector<Value> Graph::add_while(std::vector<Value> init, std::shared_ptr<con
   if (init.empty() || loop->cond->num_outputs() != 1 || loop->body->num_outputs() != init.size() ||
       loop->cond->num_parameters() != init.size() || loop->body->num_parameters() != init.size())
     throw std::logic_error("ir: while regions do not match the carried values");
-  Value w = add("stablehlo.while", init, type(init[0]));
+  Value w = add(Op::While, init, type(init[0]));
   nodes_[w.id].loop = std::move(loop);
   std::vector<Value> results;
-  for (size_t k = 0; k < init.size(); ++k) results.push_back(add(kResultOp, {w}, type(init[k]), std::to_string(k)));
+  for (size_t k = 0; k < init.size(); ++k) results.push_back(add(Op::Result, {w}, type(init[k]), std::to_string(k)));
   return results;
 }
 
 std::vector<Value> Graph::add_call(std::shared_ptr<const Callee> callee, const std::vector<Value>& args) {
   if (!callee || callee->results.empty()) throw std::logic_error("ir: a call needs a callee with results");
-  Value c = add("func.call", args, callee->results[0], "callee = @" + callee->name);
+  Value c = add(Op::Call, args, callee->results[0], "callee = @" + callee->name);
   nodes_[c.id].callee = callee;
   std::vector<Value> results;
   for (size_t k = 0; k < callee->results.size(); ++k)
-    results.push_back(add(kResultOp, {c}, callee->results[k], std::to_string(k)));
+    results.push_back(add(Op::Result, {c}, callee->results[k], std::to_string(k)));
   return results;
 }
 
 Value Graph::reshaped_from(Value v) const {
   const Node& n = nodes_[v.id];
-  if (n.op == nullptr || std::strcmp(n.op, "stablehlo.reshape") != 0) return v;
+  if (n.op != Op::Reshape) return v;
   return Value{operands(n)[0]};
 }
 
@@ -293,7 +308,7 @@ namespace {
 class KeyText {
  public:
   explicit KeyText(size_t nodes) { text_.reserve(nodes * 48); }
-  void word(const char* s) { text_ += s; }
+  void op(Op op) { text_ += op == Op::Parameter ? "P" : short_name(op); }
   void separator(char c) { text_ += c; }
   void symbol(char c) { text_ += c; }
   void count(size_t) {}  // the separators delimit lists
@@ -328,7 +343,7 @@ class KeyText {
 // and lengths (not separators) delimit the variable-length parts.
 class KeyHash {
  public:
-  void word(const char* s) { bytes(s, std::strlen(s)); }
+  void op(Op op) { mix(static_cast<uint64_t>(op)); }
   void separator(char) {}
   void symbol(char c) { mix(static_cast<unsigned char>(c)); }
   void count(size_t n) { mix(n); }
@@ -377,9 +392,7 @@ class KeyHash {
 template <class Sink>
 void Graph::describe(Sink& sink) const {
   for (const Node& n : nodes_) {
-    const char* op = n.op ? n.op : "P";
-    if (std::strncmp(op, "stablehlo.", 10) == 0) op += 10;  // shorter keys hash and compare faster
-    sink.word(op);
+    sink.op(n.op);
     OperandIds ids = operands(n);
     sink.count(ids.size());
     sink.separator('(');
@@ -425,23 +438,16 @@ std::string Graph::key() const {
   return text.take();
 }
 
-namespace {
-const char* short_op(const char* op) {
-  if (op == nullptr) return "parameter";
-  return std::strncmp(op, "stablehlo.", 10) == 0 ? op + 10 : op;
-}
-}  // namespace
-
 std::string Graph::difference(const Graph& other) const {
   if (num_parameters_ != other.num_parameters_)
     return std::to_string(num_parameters_) + " parameters instead of " + std::to_string(other.num_parameters_);
   size_t common = std::min(nodes_.size(), other.nodes_.size());
   for (size_t i = 0, parameter = 0; i < common; ++i) {
     const Node &a = nodes_[i], &b = other.nodes_[i];
-    std::string where = a.op == nullptr ? "parameter " + std::to_string(parameter++)
-                                        : "node " + std::to_string(i) + " (" + short_op(a.op) + ")";
-    if ((a.op == nullptr) != (b.op == nullptr) || (a.op != nullptr && std::strcmp(a.op, b.op) != 0))
-      return "node " + std::to_string(i) + ": " + short_op(a.op) + " instead of " + short_op(b.op);
+    std::string where = a.op == Op::Parameter ? "parameter " + std::to_string(parameter++)
+                                        : "node " + std::to_string(i) + " (" + short_name(a.op) + ")";
+    if (a.op != b.op)
+      return "node " + std::to_string(i) + ": " + short_name(a.op) + " instead of " + short_name(b.op);
     if (!(a.type == b.type)) return where + ": " + a.type.mlir() + " instead of " + b.type.mlir();
     if (a.attrs != b.attrs) return where + ": attributes {" + a.attrs + "} instead of {" + b.attrs + "}";
     OperandIds x = operands(a), y = other.operands(b);
@@ -454,21 +460,11 @@ std::string Graph::difference(const Graph& other) const {
   return key() == other.key() ? "" : "other attributes";
 }
 
-Graph Graph::owning_copy() const {
-  static std::mutex mutex;
-  static auto* names = new std::unordered_set<std::string>();  // never freed: copies point into it
-  Graph copy = *this;
-  std::lock_guard<std::mutex> lock(mutex);
-  for (Node& n : copy.nodes_)
-    if (n.op != nullptr) n.op = names->emplace(n.op).first->c_str();
-  return copy;
-}
-
 size_t Graph::agreement(const Graph& other) const {
   size_t ops = 0, types = 0, common = std::min(nodes_.size(), other.nodes_.size());
   for (size_t i = 0; i < common; ++i) {
     const Node &a = nodes_[i], &b = other.nodes_[i];
-    bool op = a.op == b.op || (a.op != nullptr && b.op != nullptr && std::strcmp(a.op, b.op) == 0);
+    bool op = a.op == b.op;
     ops += op;
     types += op && a.type == b.type;
   }
@@ -483,14 +479,14 @@ Fingerprint Graph::fingerprint() const {
 
 namespace {
 
-const char* combiner_op(Combiner c) {
+const char* combiner_op(Combiner c) {  // the MLIR name of a region's combining op
   switch (c) {
-    case Combiner::Add: return "stablehlo.add";
-    case Combiner::Mul: return "stablehlo.multiply";
-    case Combiner::Max: return "stablehlo.maximum";
-    case Combiner::Min: return "stablehlo.minimum";
-    case Combiner::And: return "stablehlo.and";
-    case Combiner::Or: return "stablehlo.or";
+    case Combiner::Add: return mlir_name(Op::Add);
+    case Combiner::Mul: return mlir_name(Op::Multiply);
+    case Combiner::Max: return mlir_name(Op::Maximum);
+    case Combiner::Min: return mlir_name(Op::Minimum);
+    case Combiner::And: return mlir_name(Op::And);
+    case Combiner::Or: return mlir_name(Op::Or);
     default: return nullptr;
   }
 }
@@ -499,7 +495,6 @@ const char* comparison_direction(Combiner c) {
   return c == Combiner::LessThan ? "LT" : c == Combiner::GreaterThan ? "GT" : nullptr;
 }
 
-bool is_result(const Node& n) { return n.op != nullptr && std::strcmp(n.op, kResultOp) == 0; }
 
 template <class Ids>
 std::string type_list(const NodeStore& nodes, const Ids& ids) {
@@ -520,11 +515,11 @@ void Graph::emit_body(std::string& out, const std::string& prefix, const std::ve
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
     const OperandIds ids = operands(n);
-    if (n.op == nullptr) {
+    if (n.op == Op::Parameter) {
       names[i] = parameter_names[next_parameter++];
       continue;
     }
-    if (is_result(n)) {
+    if (n.op == Op::Result) {
       names[i] = names[ids[0]] + "#" + n.attrs;
       continue;
     }
@@ -532,7 +527,7 @@ void Graph::emit_body(std::string& out, const std::string& prefix, const std::ve
     out += indent + names[i];
     if (n.loop) out += ":" + std::to_string(ids.size());
     if (n.callee) out += ":" + std::to_string(n.callee->results.size());
-    out += std::string(" = \"") + n.op + "\"(";
+    out += std::string(" = \"") + mlir_name(n.op) + "\"(";
     for (size_t j = 0; j < ids.size(); ++j) {
       if (j) out += ", ";
       out += names[ids[j]];
@@ -599,7 +594,7 @@ std::string Graph::to_mlir() const {
   out += "  func.func public @main(";
   std::vector<std::string> parameter_names;
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i].op != nullptr) continue;
+    if (nodes_[i].op != Op::Parameter) continue;
     int p = static_cast<int>(parameter_names.size());
     parameter_names.push_back("%arg" + std::to_string(p));
     if (p > 0) out += ", ";

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/ints.h"
+#include "ir/op.h"
 
 namespace tpu::ir {
 
@@ -82,11 +83,10 @@ struct Callee {
 };
 
 // The k-th result of a multi-result node (a while loop, a call) is a node of its own:
-// op kResultOp, one operand (the loop), attrs = k. It emits no line.
-inline constexpr const char* kResultOp = "result";
+// op Op::Result, one operand (the loop), attrs = k. It emits no line.
 
 struct Node {
-  const char* op;  // "stablehlo.add"; nullptr for a parameter
+  Op op;
   // The node's operand ids are operand_ids_[first_operand, first_operand +
   // num_operands) of its graph: one pool per graph, not one allocation per node.
   uint32_t first_operand = 0, num_operands = 0;
@@ -190,11 +190,11 @@ class Graph {
   }
 
   Value parameter(Type type);
-  Value add(const char* op, std::initializer_list<Value> operands, Type type, std::string attrs = {},
+  Value add(Op op, std::initializer_list<Value> operands, Type type, std::string attrs = {},
             Combiner combiner = Combiner::None) {
     return add_node(op, operands.begin(), operands.size(), std::move(type), std::move(attrs), combiner);
   }
-  Value add(const char* op, const std::vector<Value>& operands, Type type, std::string attrs = {},
+  Value add(Op op, const std::vector<Value>& operands, Type type, std::string attrs = {},
             Combiner combiner = Combiner::None) {
     return add_node(op, operands.data(), operands.size(), std::move(type), std::move(attrs), combiner);
   }
@@ -227,8 +227,8 @@ class Graph {
   // graph's outputs read. Run in order, the pieces compute the graph.
   std::vector<GraphPiece> split(std::span<const size_t> ends) const;
 
-  bool is_parameter(Value v) const { return nodes_[v.id].op == nullptr; }
-  const char* op_name(Value v) const { return nodes_[v.id].op; }  // nullptr for a parameter
+  bool is_parameter(Value v) const { return nodes_[v.id].op == Op::Parameter; }
+  Op op(Value v) const { return nodes_[v.id].op; }
   const Type& type(Value v) const { return nodes_[v.id].type; }
   // The value that `v` reshapes when `v` is a stablehlo.reshape; otherwise `v`.
   Value reshaped_from(Value v) const;
@@ -245,9 +245,6 @@ class Graph {
   // How near `other` is: the nodes whose op agrees, position by position, and
   // among graphs with as many, those whose type agrees too.
   size_t agreement(const Graph& other) const;
-  // A copy whose op names are owned by a process-wide table, valid after whoever
-  // named an op with a string of its own is gone (for graphs kept indefinitely).
-  Graph owning_copy() const;
   // The same identity hashed (equal keys => equal fingerprints).
   Fingerprint fingerprint() const;
   // The program as a StableHLO module (MLIR text), entry function @main.
@@ -259,7 +256,7 @@ class Graph {
   void emit_body(std::string& out, const std::string& prefix, const std::vector<std::string>& parameter_names,
                  const char* terminator, const std::string& indent) const;
 
-  Value add_node(const char* op, const Value* operands, size_t count, Type type, std::string attrs,
+  Value add_node(Op op, const Value* operands, size_t count, Type type, std::string attrs,
                  Combiner combiner);
   // Feeds what identifies the graph to `sink`: key() spells it, fingerprint() hashes it.
   template <class Sink>

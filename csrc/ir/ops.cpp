@@ -108,14 +108,14 @@ void require(bool ok, const char* what) {
 
 Value constant(Graph& g, DType dtype, double value) {
   Type t{dtype, {}};
-  return g.add("stablehlo.constant", {}, t, "value = dense<" + scalar_literal(dtype, value) + "> : " + t.mlir());
+  return g.add(ir::Op::Constant, {}, t, "value = dense<" + scalar_literal(dtype, value) + "> : " + t.mlir());
 }
 
 Value constant_int(Graph& g, DType dtype, int64_t value) {
   Type t{dtype, {}};
   std::string lit = dtype == DType::Pred ? (value ? "true" : "false") : std::to_string(value);
   if (is_floating(dtype)) return constant(g, dtype, static_cast<double>(value));
-  return g.add("stablehlo.constant", {}, t, "value = dense<" + lit + "> : " + t.mlir());
+  return g.add(ir::Op::Constant, {}, t, "value = dense<" + lit + "> : " + t.mlir());
 }
 
 Value full(Graph& g, DType dtype, double value, const Shape& shape) {
@@ -123,7 +123,7 @@ Value full(Graph& g, DType dtype, double value, const Shape& shape) {
 }
 
 Value iota(Graph& g, DType dtype, const Shape& shape, int64_t dimension) {
-  return g.add("stablehlo.iota", {}, Type{dtype, shape}, "iota_dimension = " + std::to_string(dimension) + " : i64");
+  return g.add(ir::Op::Iota, {}, Type{dtype, shape}, "iota_dimension = " + std::to_string(dimension) + " : i64");
 }
 
 Value convert(Graph& g, Value x, DType dtype) {
@@ -131,18 +131,18 @@ Value convert(Graph& g, Value x, DType dtype) {
   if (t.dtype == dtype) return x;
   // XLA has no complex-to-real convert; PyTorch's cast keeps the real part.
   if (is_complex(t.dtype) && !is_complex(dtype)) return convert(g, real(g, x), dtype);
-  return g.add("stablehlo.convert", {x}, Type{dtype, t.shape});
+  return g.add(ir::Op::Convert, {x}, Type{dtype, t.shape});
 }
 
 Value bitcast_convert(Graph& g, Value x, DType dtype, const Shape& shape) {
-  return g.add("stablehlo.bitcast_convert", {x}, Type{dtype, shape});
+  return g.add(ir::Op::BitcastConvert, {x}, Type{dtype, shape});
 }
 
 Value reshape(Graph& g, Value x, const Shape& shape) {
   const Type& t = g.type(x);
   if (t.shape == shape) return x;
   require(numel(t.shape) == numel(shape), "reshape changes the element count");
-  return g.add("stablehlo.reshape", {x}, Type{t.dtype, shape});
+  return g.add(ir::Op::Reshape, {x}, Type{t.dtype, shape});
 }
 
 Value reinterpret(Graph& g, Value storage, DType dtype) {
@@ -191,7 +191,7 @@ Value broadcast_in_dim(Graph& g, Value x, const Shape& shape, const Dims& dims) 
   for (size_t i = 0; identity && i < dims.size(); ++i) identity = dims[i] == static_cast<int64_t>(i);
   if (identity) return x;
   require(static_cast<int64_t>(dims.size()) == t.rank(), "broadcast_in_dim rank");
-  return g.add("stablehlo.broadcast_in_dim", {x}, Type{t.dtype, shape},
+  return g.add(ir::Op::BroadcastInDim, {x}, Type{t.dtype, shape},
                "broadcast_dimensions = " + i64_array(dims));
 }
 
@@ -214,7 +214,7 @@ Value transpose(Graph& g, Value x, const Dims& perm) {
     identity = identity && perm[i] == static_cast<int64_t>(i);
   }
   if (identity) return x;
-  return g.add("stablehlo.transpose", {x}, Type{t.dtype, shape}, "permutation = " + i64_array(perm));
+  return g.add(ir::Op::Transpose, {x}, Type{t.dtype, shape}, "permutation = " + i64_array(perm));
 }
 
 Value slice(Graph& g, Value x, const Dims& start, const Dims& limit, const Dims& strides_in) {
@@ -227,7 +227,7 @@ Value slice(Graph& g, Value x, const Dims& start, const Dims& limit, const Dims&
     whole = whole && start[i] == 0 && limit[i] == t.shape[i] && strides[i] == 1;
   }
   if (whole) return x;
-  return g.add("stablehlo.slice", {x}, Type{t.dtype, shape},
+  return g.add(ir::Op::Slice, {x}, Type{t.dtype, shape},
                "start_indices = " + i64_array(start) + ", limit_indices = " + i64_array(limit) +
                    ", strides = " + i64_array(strides));
 }
@@ -235,21 +235,21 @@ Value slice(Graph& g, Value x, const Dims& start, const Dims& limit, const Dims&
 Value dynamic_slice(Graph& g, Value x, const std::vector<Value>& start, const Shape& sizes) {
   std::vector<Value> operands{x};
   operands.insert(operands.end(), start.begin(), start.end());
-  return g.add("stablehlo.dynamic_slice", operands, Type{g.type(x).dtype, sizes},
+  return g.add(ir::Op::DynamicSlice, operands, Type{g.type(x).dtype, sizes},
                "slice_sizes = " + i64_array(sizes));
 }
 
 Value dynamic_update_slice(Graph& g, Value x, Value update, const std::vector<Value>& start) {
   std::vector<Value> operands{x, update};
   operands.insert(operands.end(), start.begin(), start.end());
-  return g.add("stablehlo.dynamic_update_slice", operands, g.type(x));
+  return g.add(ir::Op::DynamicUpdateSlice, operands, g.type(x));
 }
 
 Value pad(Graph& g, Value x, Value padding_value, const Dims& low, const Dims& high) {
   const Type& t = g.type(x);
   Shape shape = t.shape;
   for (size_t i = 0; i < shape.size(); ++i) shape[i] += low[i] + high[i];
-  return g.add("stablehlo.pad", {x, padding_value}, Type{t.dtype, shape},
+  return g.add(ir::Op::Pad, {x, padding_value}, Type{t.dtype, shape},
                "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " + i64_array(high) +
                    ", interior_padding = " + i64_array(Dims(low.size(), 0)));
 }
@@ -258,12 +258,12 @@ Value concatenate(Graph& g, const std::vector<Value>& xs, int64_t dimension) {
   Type t = g.type(xs.at(0));
   t.shape[dimension] = 0;
   for (Value v : xs) t.shape[dimension] += g.type(v).shape[dimension];
-  return g.add("stablehlo.concatenate", xs, t, "dimension = " + std::to_string(dimension) + " : i64");
+  return g.add(ir::Op::Concatenate, xs, t, "dimension = " + std::to_string(dimension) + " : i64");
 }
 
-Value unary(Graph& g, const char* op, Value x) { return g.add(op, {x}, g.type(x)); }
+Value unary(Graph& g, Op op, Value x) { return g.add(op, {x}, g.type(x)); }
 
-Value binary(Graph& g, const char* op, Value a, Value b) {
+Value binary(Graph& g, Op op, Value a, Value b) {
   require(g.type(a) == g.type(b), "binary operands differ in type");
   return g.add(op, {a, b}, g.type(a));
 }
@@ -275,13 +275,13 @@ Value compare(Graph& g, Value a, Value b, Compare direction) {
   const char* kind = is_floating(t.dtype) || is_complex(t.dtype) ? "FLOAT"
                      : (is_unsigned(t.dtype) || t.dtype == DType::Pred) ? "UNSIGNED"
                                                                          : "SIGNED";
-  return g.add("stablehlo.compare", {a, b}, Type{DType::Pred, t.shape},
+  return g.add(ir::Op::Compare, {a, b}, Type{DType::Pred, t.shape},
                std::string("comparison_direction = #stablehlo<comparison_direction ") +
                    names[static_cast<int>(direction)] + ">, compare_type = #stablehlo<comparison_type " + kind + ">");
 }
 
 Value select(Graph& g, Value pred, Value on_true, Value on_false) {
-  return g.add("stablehlo.select", {pred, on_true, on_false}, g.type(on_true));
+  return g.add(ir::Op::Select, {pred, on_true, on_false}, g.type(on_true));
 }
 
 namespace {
@@ -327,11 +327,11 @@ Value reduce(Graph& g, Value x, Value init, const Dims& dims, Combiner combiner)
     for (int64_t d : dims) reduced = reduced || d == i;
     if (!reduced) shape.push_back(t.shape[i]);
   }
-  return g.add("stablehlo.reduce", {x, init}, Type{t.dtype, shape}, "dimensions = " + i64_array(dims), combiner);
+  return g.add(ir::Op::Reduce, {x, init}, Type{t.dtype, shape}, "dimensions = " + i64_array(dims), combiner);
 }
 
 Value sort(Graph& g, Value x, int64_t dimension, Combiner comparator) {
-  return g.add("stablehlo.sort", {x}, g.type(x),
+  return g.add(ir::Op::Sort, {x}, g.type(x),
                "dimension = " + std::to_string(dimension) + " : i64, is_stable = true", comparator);
 }
 
@@ -356,12 +356,12 @@ Value dot_general(Graph& g, Value a, Value b, const Dims& batch_a, const Dims& b
   dn += "lhs_contracting_dimensions = " + i64_list(contract_a) +
         ", rhs_contracting_dimensions = " + i64_list(contract_b) + ">";
   dn += precision_config(g, ta.dtype);
-  return g.add("stablehlo.dot_general", {a, b}, Type{result_dtype, shape}, dn);
+  return g.add(ir::Op::DotGeneral, {a, b}, Type{result_dtype, shape}, dn);
 }
 
 Value gather_1d(Graph& g, Value x, Value indices) {
   const Type& ti = g.type(indices);
-  return g.add("stablehlo.gather", {x, indices}, Type{g.type(x).dtype, ti.shape},
+  return g.add(ir::Op::Gather, {x, indices}, Type{g.type(x).dtype, ti.shape},
                "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], "
                "index_vector_dim = " + std::to_string(ti.rank()) +
                    ">, slice_sizes = array<i64: 1>, indices_are_sorted = false");
@@ -403,7 +403,7 @@ std::vector<Value> fori_loop(Graph& g, int64_t trip_count, const std::vector<Val
         return compare(r, c[0], constant_int(r, DType::S64, trip_count), Compare::LT);
       },
       [&](Graph& r, const std::vector<Value>& c) {
-        std::vector<Value> next{binary(r, "stablehlo.add", c[0], constant_int(r, DType::S64, 1))};
+        std::vector<Value> next{binary(r, ir::Op::Add, c[0], constant_int(r, DType::S64, 1))};
         std::vector<Value> rest = body(r, c[0], std::vector<Value>(c.begin() + 1, c.end()));
         next.insert(next.end(), rest.begin(), rest.end());
         return next;
@@ -484,7 +484,7 @@ Value convolution(Graph& g, Value lhs, Value rhs, const ConvDims& dn, const Dims
            ", feature_group_count = " + std::to_string(feature_group_count) +
            " : i64, batch_group_count = " + std::to_string(batch_group_count) + " : i64";
   attrs += precision_config(g, tl.dtype);
-  return g.add("stablehlo.convolution", {lhs, rhs}, Type{result_dtype, shape}, attrs);
+  return g.add(ir::Op::Convolution, {lhs, rhs}, Type{result_dtype, shape}, attrs);
 }
 
 Value reduce_window(Graph& g, Value x, Value init, const Dims& window_dimensions, const Dims& window_strides,
@@ -499,7 +499,7 @@ Value reduce_window(Graph& g, Value x, Value init, const Dims& window_dimensions
   for (int64_t i = 0; i < t.rank(); ++i)
     shape[i] = window_output_size(t.shape[i], base_dilations[i], padding[i].first, padding[i].second,
                                   window_dimensions[i], window_dilations[i], window_strides[i]);
-  return g.add("stablehlo.reduce_window", {x, init}, Type{t.dtype, shape},
+  return g.add(ir::Op::ReduceWindow, {x, init}, Type{t.dtype, shape},
                "window_dimensions = " + i64_array(window_dimensions) + ", window_strides = " +
                    i64_array(window_strides) + ", base_dilations = " + i64_array(base_dilations) +
                    ", window_dilations = " + i64_array(window_dilations) + ", padding = " + padding_attr(padding),
@@ -508,12 +508,12 @@ Value reduce_window(Graph& g, Value x, Value init, const Dims& window_dimensions
 
 Value reverse(Graph& g, Value x, const Dims& dims) {
   if (dims.empty()) return x;
-  return g.add("stablehlo.reverse", {x}, g.type(x), "dimensions = " + i64_array(dims));
+  return g.add(ir::Op::Reverse, {x}, g.type(x), "dimensions = " + i64_array(dims));
 }
 
 Value scatter_1d_combine(Graph& g, Value x, Value indices, Value updates, Combiner combiner) {
   const Type& ti = g.type(indices);
-  return g.add("stablehlo.scatter", {x, indices, updates}, g.type(x),
+  return g.add(ir::Op::Scatter, {x, indices, updates}, g.type(x),
                "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
                "scatter_dims_to_operand_dims = [0], index_vector_dim = " + std::to_string(ti.rank()) +
                    ">, indices_are_sorted = false, unique_indices = false",
@@ -536,7 +536,7 @@ Value gather_rows(Graph& g, Value x, Value indices) {
     shape.push_back(tx.shape[d]);
     slice_sizes.push_back(tx.shape[d]);
   }
-  return g.add("stablehlo.gather", {x, indices}, Type{tx.dtype, shape},
+  return g.add(ir::Op::Gather, {x, indices}, Type{tx.dtype, shape},
                "dimension_numbers = #stablehlo.gather<offset_dims = " + i64_list(offset_dims) +
                    ", collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = " +
                    std::to_string(ti.rank()) + ">, slice_sizes = " + i64_array(slice_sizes) +
@@ -550,7 +550,7 @@ Value scatter_rows(Graph& g, Value x, Value indices, Value updates, Combiner com
   require(combiner != Combiner::None, "scatter_rows needs a combiner");
   Dims window;
   for (int64_t d = 1; d < tx.rank(); ++d) window.push_back(ti.rank() + d - 1);
-  return g.add("stablehlo.scatter", {x, indices, updates}, tx,
+  return g.add(ir::Op::Scatter, {x, indices, updates}, tx,
                "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = " + i64_list(window) +
                    ", inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = " +
                    std::to_string(ti.rank()) + ">, indices_are_sorted = false, unique_indices = false",
@@ -593,7 +593,7 @@ Value constant_tensor(Graph& g, DType dtype, const Shape& shape, const std::vect
     }
   }
   blob += "\"";
-  return g.add("stablehlo.constant", {}, t, "value = dense<" + blob + "> : " + t.mlir());
+  return g.add(ir::Op::Constant, {}, t, "value = dense<" + blob + "> : " + t.mlir());
 }
 
 Value pad_interior(Graph& g, Value x, Value padding_value, const Dims& low, const Dims& high, const Dims& interior) {
@@ -601,7 +601,7 @@ Value pad_interior(Graph& g, Value x, Value padding_value, const Dims& low, cons
   Shape shape = t.shape;
   for (size_t i = 0; i < shape.size(); ++i)
     shape[i] += low[i] + high[i] + (shape[i] > 0 ? (shape[i] - 1) * interior[i] : 0);
-  return g.add("stablehlo.pad", {x, padding_value}, Type{t.dtype, shape},
+  return g.add(ir::Op::Pad, {x, padding_value}, Type{t.dtype, shape},
                "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " + i64_array(high) +
                    ", interior_padding = " + i64_array(interior));
 }
@@ -621,7 +621,7 @@ Value triangular_solve(Graph& g, Value a, Value b, bool left_side, bool lower, b
   require(tb.shape[left_side ? r - 2 : r - 1] == ta.shape[r - 1], "triangular_solve: a and b do not match");
   for (int64_t d = 0; d < r - 2; ++d) require(ta.shape[d] == tb.shape[d], "triangular_solve batch dims differ");
   auto flag = [](bool v) { return v ? "true" : "false"; };
-  return g.add("stablehlo.triangular_solve", {a, b}, tb,
+  return g.add(ir::Op::TriangularSolve, {a, b}, tb,
                std::string("left_side = ") + flag(left_side) + ", lower = " + flag(lower) +
                    ", unit_diagonal = " + flag(unit_diagonal) + ", transpose_a = #stablehlo<transpose " +
                    (transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE") + ">");
@@ -635,25 +635,25 @@ namespace tpu::ir {
 Value complex(Graph& g, Value re, Value im) {
   const Type& t = g.type(re);
   require(t == g.type(im), "complex: parts differ in type");
-  return g.add("stablehlo.complex", {re, im}, Type{complex_of(t.dtype), t.shape});
+  return g.add(ir::Op::Complex, {re, im}, Type{complex_of(t.dtype), t.shape});
 }
 
 Value real(Graph& g, Value x) {
   const Type& t = g.type(x);
   if (!is_complex(t.dtype)) return x;
-  return g.add("stablehlo.real", {x}, Type{complex_part(t.dtype), t.shape});
+  return g.add(ir::Op::Real, {x}, Type{complex_part(t.dtype), t.shape});
 }
 
 Value imag(Graph& g, Value x) {
   const Type& t = g.type(x);
   if (!is_complex(t.dtype)) return full(g, t.dtype, 0, t.shape);
-  return g.add("stablehlo.imag", {x}, Type{complex_part(t.dtype), t.shape});
+  return g.add(ir::Op::Imag, {x}, Type{complex_part(t.dtype), t.shape});
 }
 
 Value complex_abs(Graph& g, Value x) {
   const Type& t = g.type(x);
   require(is_complex(t.dtype), "complex_abs of a real tensor");
-  return g.add("stablehlo.abs", {x}, Type{complex_part(t.dtype), t.shape});
+  return g.add(ir::Op::Abs, {x}, Type{complex_part(t.dtype), t.shape});
 }
 
 Value fft(Graph& g, Value x, FftType type, const Dims& lengths) {
@@ -669,7 +669,7 @@ Value fft(Graph& g, Value x, FftType type, const Dims& lengths) {
     result.dtype = complex_part(t.dtype);
     result.shape.back() = lengths.back();
   }
-  return g.add("stablehlo.fft", {x}, result,
+  return g.add(ir::Op::Fft, {x}, result,
                std::string("fft_type = #stablehlo<fft_type ") + names[static_cast<int>(type)] +
                    ">, fft_length = " + i64_array(lengths));
 }

@@ -36,8 +36,8 @@ Value pad(Graph& g, Value x, Value padding_value, const Dims& low, const Dims& h
 Value concatenate(Graph& g, const std::vector<Value>& xs, int64_t dimension);
 
 // Elementwise.
-Value unary(Graph& g, const char* op, Value x);
-Value binary(Graph& g, const char* op, Value a, Value b);  // same shapes required
+Value unary(Graph& g, Op op, Value x);
+Value binary(Graph& g, Op op, Value a, Value b);  // same shapes required
 enum class Compare { EQ, NE, LT, LE, GT, GE };
 Value compare(Graph& g, Value a, Value b, Compare direction);
 Value select(Graph& g, Value pred, Value on_true, Value on_false);

@@ -11,11 +11,11 @@ using ir::Value;
 
 ir::Dims ones(size_t n) { return ir::Dims(n, 1); }
 
-Value add(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.add", a, b); }
-Value mul(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.multiply", a, b); }
-Value div(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.divide", a, b); }
-Value land(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.and", a, b); }
-Value lor(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.or", a, b); }
+Value add(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Add, a, b); }
+Value mul(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Multiply, a, b); }
+Value div(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Divide, a, b); }
+Value land(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::And, a, b); }
+Value lor(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Or, a, b); }
 // a * x + b elementwise for integer constants (index arithmetic).
 Value affine(ir::Graph& g, Value x, int64_t a, int64_t b) {
   const ir::Type& t = g.type(x);
@@ -171,7 +171,7 @@ MaxPoolResult max_pool(ir::Graph& g, Value x, const PoolParams& p) {
     valid = ir::broadcast_in_dim(g, valid, out, grid_dims);
     flat = ir::broadcast_in_dim(g, flat, out, grid_dims);
     Value better = lor(g, ir::compare(g, v, best, ir::Compare::GT), ir::compare(g, v, v, ir::Compare::NE));
-    Value take = land(g, valid, lor(g, ir::unary(g, "stablehlo.not", seen), better));
+    Value take = land(g, valid, lor(g, ir::unary(g, ir::Op::Not, seen), better));
     best = ir::select(g, take, v, best);
     best_index = ir::select(g, take, flat, best_index);
     seen = lor(g, seen, valid);
@@ -287,7 +287,7 @@ std::pair<Value, Value> adaptive_cells(ir::Graph& g, int64_t in, int64_t out, DT
   Value h = ir::iota(g, DType::S64, {out, in}, 1);
   Value member = land(g, ir::compare(g, h, start, ir::Compare::GE), ir::compare(g, h, end, ir::Compare::LT));
   auto [s1, e1] = bounds(ir::iota(g, DType::S64, {out}, 0));
-  Value size = ir::binary(g, "stablehlo.subtract", e1, s1);
+  Value size = ir::binary(g, ir::Op::Subtract, e1, s1);
   return {ir::convert(g, member, acc), ir::convert(g, size, acc)};
 }
 
@@ -422,7 +422,7 @@ MaxPoolResult fractional_max_pool(ir::Graph& g, Value x, Value samples, const ir
                             ir::full(g, sd, static_cast<double>(out - 1), ps));
       Value a = ir::convert(g, mul(g, add(g, ir::iota(g, sd, ps, 1), s), alpha), DType::S64);
       Value b = ir::convert(g, mul(g, s, alpha), DType::S64);
-      seq = ir::binary(g, "stablehlo.subtract", a, b);
+      seq = ir::binary(g, ir::Op::Subtract, a, b);
       Value is_last = ir::compare(g, ir::iota(g, DType::S64, ps, 1), full_int(g, DType::S64, out - 1, ps),
                                   ir::Compare::EQ);
       seq = ir::select(g, is_last, last, seq);

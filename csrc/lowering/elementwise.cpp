@@ -22,17 +22,17 @@ Value floor_divide(ir::Graph& g, Value a, Value b) {
   Value zero = o.c(a, 0);
   if (!o.is_float(a)) {
     Value q = o.div(a, b);
-    Value r = ir::binary(g, "stablehlo.remainder", a, b);
+    Value r = ir::binary(g, ir::Op::Remainder, a, b);
     Value inexact = o.ne(r, zero);
     Value signs_differ = o.ne(lt_zero(g, a), lt_zero(g, b));
     return o.sel(o.and_(inexact, signs_differ), o.sub(q, o.c(q, 1)), q);
   }
-  Value mod = ir::binary(g, "stablehlo.remainder", a, b);
+  Value mod = ir::binary(g, ir::Op::Remainder, a, b);
   Value div = o.div(o.sub(a, mod), b);
   Value mod_nonzero = o.ne(mod, zero);
   Value signs_differ = o.ne(lt_zero(g, b), lt_zero(g, mod));
   div = o.sel(o.and_(mod_nonzero, signs_differ), o.sub(div, o.c(div, 1)), div);
-  Value floored = o.un("stablehlo.floor", div);
+  Value floored = o.un(ir::Op::Floor, div);
   Value round_up = o.gt(o.sub(div, floored), o.c(a, 0.5));
   floored = o.sel(round_up, o.add(floored, o.c(floored, 1)), floored);
   // A zero quotient takes the sign of the true quotient.
@@ -46,7 +46,7 @@ Value floor_divide(ir::Graph& g, Value a, Value b) {
 // Python's remainder: the result takes the divisor's sign.
 Value python_remainder(ir::Graph& g, Value a, Value b) {
   Ops o{g};
-  Value r = ir::binary(g, "stablehlo.remainder", a, b);
+  Value r = ir::binary(g, ir::Op::Remainder, a, b);
   Value nonzero = o.ne(r, o.c(a, 0));
   Value signs_differ = o.ne(lt_zero(g, r), lt_zero(g, b));
   return o.sel(o.and_(nonzero, signs_differ), o.add(r, b), r);
@@ -57,7 +57,7 @@ Value python_remainder(ir::Graph& g, Value a, Value b) {
 // and -1; overflow wraps.
 Value power(ir::Graph& g, Value a, Value b) {
   Ops o{g};
-  Value p = ir::binary(g, "stablehlo.power", a, b);
+  Value p = ir::binary(g, ir::Op::Power, a, b);
   ir::DType dtype = g.type(a).dtype;
   Value one = o.c(a, 1);
   if (ir::is_floating(dtype)) {
@@ -86,7 +86,7 @@ Value hypot(ir::Graph& g, Value a, Value b) {
   Value ax = o.abs(a), ay = o.abs(b);
   Value m = nan_max(g, ax, ay), n = nan_min(g, ax, ay);
   Value r = o.div(n, m);
-  Value h = o.mul(m, o.un("stablehlo.sqrt", o.add(o.c(a, 1), o.mul(r, r))));
+  Value h = o.mul(m, o.un(ir::Op::Sqrt, o.add(o.c(a, 1), o.mul(r, r))));
   Value zero = o.c(a, 0), inf = o.c(a, INFINITY);
   h = o.sel(o.eq(m, zero), zero, h);
   return o.sel(o.or_(o.eq(ax, inf), o.eq(ay, inf)), inf, h);
@@ -109,16 +109,16 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 Value erfinv(ir::Graph& g, Value x) {
   Ops o{g};
   Value a = o.abs(x);
-  Value y = o.un("chlo.erf_inv", a);
+  Value y = o.un(ir::Op::ErfInv, a);
   auto newton = [&](Value y) {  // a second step gains nothing measurable in float32
-    Value residual = o.sel(o.gt(a, 0.5), o.sub(o.sub(o.c(a, 1), a), o.un("chlo.erfc", y)),
-                           o.sub(o.un("chlo.erf", y), a));
+    Value residual = o.sel(o.gt(a, 0.5), o.sub(o.sub(o.c(a, 1), a), o.un(ir::Op::Erfc, y)),
+                           o.sub(o.un(ir::Op::Erf, y), a));
     Value slope = o.mul(o.c(y, kTwoOverSqrtPi), o.exp(o.neg(o.mul(y, y))));
     return o.sub(y, o.div(residual, slope));
   };
   // |x| >= 1 (y infinite) and NaN keep XLA's value; sign(x) restores the sign, -0 included.
   Value magnitude = o.sel(o.lt(a, 1), newton(y), y);
-  return o.mul(magnitude, o.un("stablehlo.sign", x));
+  return o.mul(magnitude, o.un(ir::Op::Sign, x));
 }
 
 }  // namespace
@@ -160,7 +160,7 @@ Value signbit(ir::Graph& g, Value x) {
 Value trunc(ir::Graph& g, Value x) {
   Ops o{g};
   if (!o.is_float(x)) return x;
-  return o.sel(lt_zero(g, x), o.un("stablehlo.ceil", x), o.un("stablehlo.floor", x));
+  return o.sel(lt_zero(g, x), o.un(ir::Op::Ceil, x), o.un(ir::Op::Floor, x));
 }
 
 // XLA's maximum/minimum keep NaN only from some operand positions (XLA:CPU
@@ -173,13 +173,13 @@ Value propagate_nan(ir::Graph& g, Value a, Value b, Value m) {
 }
 
 Value nan_max(ir::Graph& g, Value a, Value b) {
-  if (g.type(a).dtype == ir::DType::Pred) return ir::binary(g, "stablehlo.or", a, b);
-  return propagate_nan(g, a, b, ir::binary(g, "stablehlo.maximum", a, b));
+  if (g.type(a).dtype == ir::DType::Pred) return ir::binary(g, ir::Op::Or, a, b);
+  return propagate_nan(g, a, b, ir::binary(g, ir::Op::Maximum, a, b));
 }
 
 Value nan_min(ir::Graph& g, Value a, Value b) {
-  if (g.type(a).dtype == ir::DType::Pred) return ir::binary(g, "stablehlo.and", a, b);
-  return propagate_nan(g, a, b, ir::binary(g, "stablehlo.minimum", a, b));
+  if (g.type(a).dtype == ir::DType::Pred) return ir::binary(g, ir::Op::And, a, b);
+  return propagate_nan(g, a, b, ir::binary(g, ir::Op::Minimum, a, b));
 }
 
 // ------------------------------------------------------------ unary / binary tables
@@ -188,9 +188,9 @@ Value binary(ir::Graph& g, Binary op, Value a, Value b) {
   Ops o{g};
   bool is_bool = g.type(a).dtype == ir::DType::Pred;
   switch (op) {
-    case Binary::Add: return ir::binary(g, is_bool ? "stablehlo.or" : "stablehlo.add", a, b);
+    case Binary::Add: return ir::binary(g, is_bool ? ir::Op::Or : ir::Op::Add, a, b);
     case Binary::Sub: return o.sub(a, b);
-    case Binary::Mul: return ir::binary(g, is_bool ? "stablehlo.and" : "stablehlo.multiply", a, b);
+    case Binary::Mul: return ir::binary(g, is_bool ? ir::Op::And : ir::Op::Multiply, a, b);
     case Binary::Div: return o.div(a, b);
     case Binary::TruncDiv: return trunc(g, o.div(a, b));  // integer division already truncates
     case Binary::FloorDiv: return floor_divide(g, a, b);
@@ -198,27 +198,27 @@ Value binary(ir::Graph& g, Binary op, Value a, Value b) {
     case Binary::Min: return nan_min(g, a, b);
     case Binary::Pow: return power(g, a, b);
     case Binary::Remainder: return python_remainder(g, a, b);
-    case Binary::FMax: return ignore_nan(g, a, b, ir::binary(g, "stablehlo.maximum", a, b));
-    case Binary::FMin: return ignore_nan(g, a, b, ir::binary(g, "stablehlo.minimum", a, b));
-    case Binary::FMod: return ir::binary(g, "stablehlo.remainder", a, b);  // C fmod: truncated
-    case Binary::Atan2: return ir::binary(g, "stablehlo.atan2", a, b);
+    case Binary::FMax: return ignore_nan(g, a, b, ir::binary(g, ir::Op::Maximum, a, b));
+    case Binary::FMin: return ignore_nan(g, a, b, ir::binary(g, ir::Op::Minimum, a, b));
+    case Binary::FMod: return ir::binary(g, ir::Op::Remainder, a, b);  // C fmod: truncated
+    case Binary::Atan2: return ir::binary(g, ir::Op::Atan2, a, b);
     case Binary::CopySign: {
       Value magnitude = o.abs(a);
       return o.sel(signbit(g, b), o.neg(magnitude), magnitude);
     }
     case Binary::Hypot: return hypot(g, a, b);
-    case Binary::BitAnd: return ir::binary(g, "stablehlo.and", a, b);
-    case Binary::BitOr: return ir::binary(g, "stablehlo.or", a, b);
-    case Binary::BitXor: return ir::binary(g, "stablehlo.xor", a, b);
+    case Binary::BitAnd: return ir::binary(g, ir::Op::And, a, b);
+    case Binary::BitOr: return ir::binary(g, ir::Op::Or, a, b);
+    case Binary::BitXor: return ir::binary(g, ir::Op::Xor, a, b);
     // Shift counts outside [0, bits) give 0 (or the sign fill), as in ATen.
-    case Binary::ShiftLeft: return ir::binary(g, "stablehlo.shift_left", a, b);
+    case Binary::ShiftLeft: return ir::binary(g, ir::Op::ShiftLeft, a, b);
     case Binary::ShiftRight:
-      return ir::binary(g, ir::is_unsigned(g.type(a).dtype) ? "stablehlo.shift_right_logical"
-                                                             : "stablehlo.shift_right_arithmetic",
+      return ir::binary(g, ir::is_unsigned(g.type(a).dtype) ? ir::Op::ShiftRightLogical
+                                                             : ir::Op::ShiftRightArithmetic,
                         a, b);
     case Binary::LogicalAnd: return o.and_(to_pred(g, a), to_pred(g, b));
     case Binary::LogicalOr: return o.or_(to_pred(g, a), to_pred(g, b));
-    case Binary::LogicalXor: return ir::binary(g, "stablehlo.xor", to_pred(g, a), to_pred(g, b));
+    case Binary::LogicalXor: return ir::binary(g, ir::Op::Xor, to_pred(g, a), to_pred(g, b));
   }
   throw std::logic_error("unknown binary op");
 }
@@ -253,39 +253,39 @@ Value unary(ir::Graph& g, Unary op, Value x) {
       if (ir::is_complex(g.type(x).dtype)) return ir::complex_abs(g, x);
       return ir::is_unsigned(g.type(x).dtype) || g.type(x).dtype == ir::DType::Pred ? x : o.abs(x);
     case Unary::Exp: return o.exp(x);
-    case Unary::Log: return o.un("stablehlo.log", x);
-    case Unary::Sqrt: return o.un("stablehlo.sqrt", x);
-    case Unary::Rsqrt: return o.un("stablehlo.rsqrt", x);
+    case Unary::Log: return o.un(ir::Op::Log, x);
+    case Unary::Sqrt: return o.un(ir::Op::Sqrt, x);
+    case Unary::Rsqrt: return o.un(ir::Op::Rsqrt, x);
     case Unary::Tanh: return o.tanh(x);
-    case Unary::Sigmoid: return o.un("stablehlo.logistic", x);
+    case Unary::Sigmoid: return o.un(ir::Op::Logistic, x);
     case Unary::Relu: {
       // NaN stays NaN, as in ATen's clamp_min(0).
       Value zero = o.c(x, 0);
       return o.sel(o.lt(x, zero), zero, x);
     }
-    case Unary::Sin: return o.un("stablehlo.sine", x);
-    case Unary::Cos: return o.un("stablehlo.cosine", x);
-    case Unary::Tan: return o.un("stablehlo.tan", x);
+    case Unary::Sin: return o.un(ir::Op::Sine, x);
+    case Unary::Cos: return o.un(ir::Op::Cosine, x);
+    case Unary::Tan: return o.un(ir::Op::Tan, x);
     // CHLO ops: XLA expands them into accurate StableHLO (as JAX uses them).
-    case Unary::Asin: return o.un("chlo.asin", x);
-    case Unary::Acos: return o.un("chlo.acos", x);
-    case Unary::Atan: return o.un("chlo.atan", x);
-    case Unary::Sinh: return o.un("chlo.sinh", x);
-    case Unary::Cosh: return o.un("chlo.cosh", x);
-    case Unary::Asinh: return o.un("chlo.asinh", x);
-    case Unary::Acosh: return o.un("chlo.acosh", x);
-    case Unary::Atanh: return o.un("chlo.atanh", x);
-    case Unary::Erf: return o.un("chlo.erf", x);
+    case Unary::Asin: return o.un(ir::Op::Asin, x);
+    case Unary::Acos: return o.un(ir::Op::Acos, x);
+    case Unary::Atan: return o.un(ir::Op::Atan, x);
+    case Unary::Sinh: return o.un(ir::Op::Sinh, x);
+    case Unary::Cosh: return o.un(ir::Op::Cosh, x);
+    case Unary::Asinh: return o.un(ir::Op::Asinh, x);
+    case Unary::Acosh: return o.un(ir::Op::Acosh, x);
+    case Unary::Atanh: return o.un(ir::Op::Atanh, x);
+    case Unary::Erf: return o.un(ir::Op::Erf, x);
     case Unary::Erfinv: return erfinv(g, x);
-    case Unary::Log1p: return o.un("stablehlo.log_plus_one", x);
-    case Unary::Expm1: return o.un("stablehlo.exponential_minus_one", x);
-    case Unary::Log2: return o.div(o.un("stablehlo.log", x), o.c(x, kLn2));
-    case Unary::Log10: return o.div(o.un("stablehlo.log", x), o.c(x, kLn10));
+    case Unary::Log1p: return o.un(ir::Op::LogPlusOne, x);
+    case Unary::Expm1: return o.un(ir::Op::ExponentialMinusOne, x);
+    case Unary::Log2: return o.div(o.un(ir::Op::Log, x), o.c(x, kLn2));
+    case Unary::Log10: return o.div(o.un(ir::Op::Log, x), o.c(x, kLn10));
     case Unary::Exp2: return power(g, o.c(x, 2), x);
     case Unary::Reciprocal: return o.div(o.c(x, 1), x);
-    case Unary::Floor: return fp ? o.un("stablehlo.floor", x) : x;
-    case Unary::Ceil: return fp ? o.un("stablehlo.ceil", x) : x;
-    case Unary::Round: return fp ? o.un("stablehlo.round_nearest_even", x) : x;
+    case Unary::Floor: return fp ? o.un(ir::Op::Floor, x) : x;
+    case Unary::Ceil: return fp ? o.un(ir::Op::Ceil, x) : x;
+    case Unary::Round: return fp ? o.un(ir::Op::RoundNearestEven, x) : x;
     case Unary::Trunc: return trunc(g, x);
     case Unary::Frac: return o.sub(x, trunc(g, x));
     case Unary::Sign: {
@@ -297,8 +297,8 @@ Value unary(ir::Graph& g, Unary op, Value x) {
       if (ir::is_unsigned(g.type(x).dtype)) return positive;
       return o.sel(o.lt(x, zero), o.c(x, -1), positive);
     }
-    case Unary::BitwiseNot: return o.un("stablehlo.not", x);
-    case Unary::LogicalNot: return g.type(x).dtype == ir::DType::Pred ? o.un("stablehlo.not", x) : o.eq(x, o.c(x, 0));
+    case Unary::BitwiseNot: return o.un(ir::Op::Not, x);
+    case Unary::LogicalNot: return g.type(x).dtype == ir::DType::Pred ? o.un(ir::Op::Not, x) : o.eq(x, o.c(x, 0));
     case Unary::IsNan: return is_nan(g, x);
     case Unary::IsPosInf: return fp ? o.eq(x, o.c(x, INFINITY)) : o.pred(x, false);
     case Unary::IsNegInf: return fp ? o.eq(x, o.c(x, -INFINITY)) : o.pred(x, false);
@@ -311,7 +311,7 @@ Value unary(ir::Graph& g, Unary op, Value x) {
 
 Value conj(ir::Graph& g, Value x) {
   if (!ir::is_complex(g.type(x).dtype)) return x;
-  return ir::complex(g, ir::real(g, x), ir::unary(g, "stablehlo.negate", ir::imag(g, x)));
+  return ir::complex(g, ir::real(g, x), ir::unary(g, ir::Op::Negate, ir::imag(g, x)));
 }
 
 Value complex_sgn(ir::Graph& g, Value x) {
@@ -345,7 +345,7 @@ Value round_decimals(ir::Graph& g, Value x, int64_t decimals) {
   Ops o{g};
   Value ten_pow = o.c(x, std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals)));
   Value scaled = decimals < 0 ? o.div(x, ten_pow) : o.mul(x, ten_pow);
-  Value r = o.un("stablehlo.round_nearest_even", scaled);
+  Value r = o.un(ir::Op::RoundNearestEven, scaled);
   return decimals < 0 ? o.mul(r, ten_pow) : o.div(r, ten_pow);
 }
 
@@ -373,7 +373,7 @@ Value lerp(ir::Graph& g, Value self, Value end, Value weight) {
 Value logit(ir::Graph& g, Value x, std::optional<Value> eps) {
   Ops o{g};
   if (eps) x = clamp(g, x, *eps, o.sub(o.c(x, 1), *eps));
-  return o.un("stablehlo.log", o.div(x, o.sub(o.c(x, 1), x)));
+  return o.un(ir::Op::Log, o.div(x, o.sub(o.c(x, 1), x)));
 }
 
 Value logit_backward(ir::Graph& g, Value grad, Value x, std::optional<Value> eps) {
@@ -403,7 +403,7 @@ Value gelu(ir::Graph& g, Value x, bool tanh_approximation) {
   }
   // 1 + erf(x/sqrt2) as erfc(-x/sqrt2): no cancellation for negative x, and
   // exactly 0 at -inf (gelu(-inf) is NaN, as on CPU).
-  Value cdf = o.un("chlo.erfc", o.mul(x, o.c(x, -kSqrt1_2)));
+  Value cdf = o.un(ir::Op::Erfc, o.mul(x, o.c(x, -kSqrt1_2)));
   return o.mul(o.mul(x, o.c(x, 0.5)), cdf);
 }
 
@@ -424,7 +424,7 @@ Value gelu_backward(ir::Graph& g, Value grad, Value x, bool tanh_approximation) 
     return o.mul(grad, o.add(left_derivative, right_derivative));
   }
   double beta = kTwoOverSqrtPi * kSqrt1_2 * 0.5;
-  Value cdf = o.mul(half, o.un("chlo.erfc", o.mul(x, o.c(x, -kSqrt1_2))));
+  Value cdf = o.mul(half, o.un(ir::Op::Erfc, o.mul(x, o.c(x, -kSqrt1_2))));
   Value pdf = o.mul(o.c(x, beta), o.exp(o.mul(o.mul(x, x), o.c(x, -0.5))));
   return o.mul(grad, o.add(cdf, o.mul(x, pdf)));
 }
@@ -469,7 +469,7 @@ Value leaky_relu_backward(ir::Graph& g, Value grad, Value x, Value slope) {
 
 Value elu(ir::Graph& g, Value x, Value alpha, Value scale, Value input_scale) {
   Ops o{g};
-  Value negative = o.mul(o.un("stablehlo.exponential_minus_one", o.mul(x, input_scale)), o.mul(alpha, scale));
+  Value negative = o.mul(o.un(ir::Op::ExponentialMinusOne, o.mul(x, input_scale)), o.mul(alpha, scale));
   return o.sel(o.le(x, o.c(x, 0)), negative, o.mul(x, scale));
 }
 
@@ -484,7 +484,7 @@ Value elu_backward(ir::Graph& g, Value grad, Value b, Value alpha, Value scale, 
 Value softplus(ir::Graph& g, Value x, Value beta, Value threshold) {
   Ops o{g};
   Value xb = o.mul(x, beta);
-  Value soft = o.div(o.un("stablehlo.log_plus_one", o.exp(xb)), beta);
+  Value soft = o.div(o.un(ir::Op::LogPlusOne, o.exp(xb)), beta);
   return o.sel(o.gt(xb, threshold), x, soft);
 }
 
@@ -520,7 +520,7 @@ Value hardsigmoid_backward(ir::Graph& g, Value grad, Value x) {
 
 Value mish(ir::Graph& g, Value x) {
   Ops o{g};
-  return o.mul(x, o.tanh(o.un("stablehlo.log_plus_one", o.exp(x))));
+  return o.mul(x, o.tanh(o.un(ir::Op::LogPlusOne, o.exp(x))));
 }
 
 }  // namespace tpu::lowering

@@ -16,11 +16,11 @@ using ir::Graph;
 using ir::Shape;
 using ir::Value;
 
-Value add(Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.add", a, b); }
-Value sub(Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.subtract", a, b); }
-Value mul(Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.multiply", a, b); }
-Value div(Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.divide", a, b); }
-Value both(Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.and", a, b); }
+Value add(Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Add, a, b); }
+Value sub(Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Subtract, a, b); }
+Value mul(Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Multiply, a, b); }
+Value div(Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Divide, a, b); }
+Value both(Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::And, a, b); }
 Value cmp(Graph& g, Value a, Value b, Compare c) { return ir::compare(g, a, b, c); }
 Value fill(Graph& g, Value like, double v) { return ir::full(g, g.type(like).dtype, v, g.type(like).shape); }
 // A scalar broadcast to `shape`.
@@ -144,14 +144,14 @@ CholeskyFactors cholesky(Graph& g, Value a, bool upper) {
     Value active = cmp(q, info, fill(q, info, 0), Compare::EQ);
     Value ok = cmp(q, ajj, fill(q, ajj, 0), Compare::GT);  // false for NaN
     Value proceed = both(q, active, ok);
-    Value failed = both(q, active, ir::unary(q, "stablehlo.not", ok));
+    Value failed = both(q, active, ir::unary(q, ir::Op::Not, ok));
     Value j1 = add(q, ir::convert(q, j, DType::S32), ir::constant_int(q, DType::S32, 1));
     info = ir::select(q, failed, splat_scalar(q, j1, {B}), info);
     Value col = ir::reshape(q, ir::dynamic_slice(q, A, {zero, zero, j}, {B, n, 1}), vec);
     Value left = ir::select(q, cmp(q, ir::iota(q, DType::S64, mat, 2), splat_scalar(q, j, mat), Compare::LT), A,
                             fill(q, A, 0));
     Value mv = ir::dot_general(q, left, lrow, {0}, {0}, {2}, {1}, dt);
-    Value d = ir::unary(q, "stablehlo.sqrt", ajj);
+    Value d = ir::unary(q, ir::Op::Sqrt, ajj);
     Value db = bcast(q, d, vec, {0});
     Value scaled = mul(q, sub(q, col, mv), div(q, fill(q, db, 1), db));
     Value at_j = cmp(q, idx, jv, Compare::EQ), below = cmp(q, idx, jv, Compare::GT);
@@ -203,7 +203,7 @@ LUFactors lu_factor(Graph& g, Value a) {
     // Pivot: the first row at or below j whose |a[row, j]| is largest (NaNs never win).
     Value rows2 = ir::iota(q, DType::S64, colshape, 1);
     Value col = ir::reshape(q, ir::dynamic_slice(q, A, {zero, zero, j}, {B, m, 1}), colshape);
-    Value absc = ir::unary(q, "stablehlo.abs", col);
+    Value absc = ir::unary(q, ir::Op::Abs, col);
     Value below = cmp(q, rows2, splat_scalar(q, j, colshape), Compare::GE);
     Value valid = both(q, below, cmp(q, absc, absc, Compare::EQ));
     Value masked = ir::select(q, valid, absc, fill(q, absc, -1));
@@ -226,7 +226,7 @@ LUFactors lu_factor(Graph& g, Value a) {
     Value col1 = ir::reshape(q, ir::dynamic_slice(q, A, {zero, zero, j}, {B, m, 1}), colshape);
     Value pvb = bcast(q, pv, colshape, {0});
     // getrf scales by the reciprocal unless the pivot is subnormal.
-    Value scaled = ir::select(q, cmp(q, ir::unary(q, "stablehlo.abs", pvb), fill(q, pvb, tiny), Compare::GE),
+    Value scaled = ir::select(q, cmp(q, ir::unary(q, ir::Op::Abs, pvb), fill(q, pvb, tiny), Compare::GE),
                               mul(q, col1, div(q, fill(q, pvb, 1), pvb)), div(q, col1, pvb));
     Value pv_zero = cmp(q, pvb, fill(q, pvb, 0), Compare::EQ);
     Value l = ir::select(q, pv_zero, col1, scaled);
@@ -348,7 +348,7 @@ Value pivots_sign(Graph& g, Value pivots, DType dtype) {
   Value order = add(g, ir::iota(g, DType::S32, s, r - 1), ir::full(g, DType::S32, 1, s));
   Value swapped = ir::convert(g, cmp(g, piv, order, Compare::NE), DType::S32);
   Value count = ir::reduce(g, swapped, ir::constant_int(g, DType::S32, 0), {r - 1}, ir::Combiner::Add);
-  Value parity = ir::binary(g, "stablehlo.and", count, fill(g, count, 1));
+  Value parity = ir::binary(g, ir::Op::And, count, fill(g, count, 1));
   // 1 - 2 * parity
   Value sign = sub(g, fill(g, count, 1), mul(g, fill(g, count, 2), parity));
   return ir::convert(g, sign, dtype);
@@ -366,10 +366,10 @@ std::pair<Value, Value> lu_slogdet(Graph& g, Value lu, Value pivots) {
   DType dt = g.type(lu).dtype;
   Value d = diagonal(g, lu);
   int64_t r = g.type(d).rank();
-  Value signs = ir::unary(g, "stablehlo.sign", d);
+  Value signs = ir::unary(g, ir::Op::Sign, d);
   Value sign = mul(g, pivots_sign(g, pivots, dt),
                    ir::reduce(g, signs, ir::constant(g, dt, 1), {r - 1}, ir::Combiner::Mul));
-  Value logs = ir::unary(g, "stablehlo.log", ir::unary(g, "stablehlo.abs", d));
+  Value logs = ir::unary(g, ir::Op::Log, ir::unary(g, ir::Op::Abs, d));
   Value logabs = ir::reduce(g, logs, ir::constant(g, dt, 0), {r - 1}, ir::Combiner::Add);
   return {sign, logabs};
 }
@@ -388,10 +388,10 @@ Value matrix_exp(Graph& g, Value a) {
   // Scaling: A / 2^s with ||A / 2^s||_1 <= theta, where the degree-18 Taylor
   // polynomial is accurate to the dtype's rounding (Bader, Blanes, Casas 2019).
   double theta = dt == DType::F64 ? 1.090863719290036 : 3.010066362817634;
-  Value colsum = ir::reduce(g, ir::unary(g, "stablehlo.abs", x), ir::constant(g, dt, 0), {1}, ir::Combiner::Add);
+  Value colsum = ir::reduce(g, ir::unary(g, ir::Op::Abs, x), ir::constant(g, dt, 0), {1}, ir::Combiner::Add);
   Value norm = ir::reduce(g, colsum, ir::constant(g, dt, 0), {1}, ir::Combiner::Max);  // [B]
-  Value lg = div(g, ir::unary(g, "stablehlo.log", div(g, norm, fill(g, norm, theta))), fill(g, norm, std::log(2.0)));
-  Value steps = ir::unary(g, "stablehlo.ceil", lg);
+  Value lg = div(g, ir::unary(g, ir::Op::Log, div(g, norm, fill(g, norm, theta))), fill(g, norm, std::log(2.0)));
+  Value steps = ir::unary(g, ir::Op::Ceil, lg);
   // Clamp to [0, 1100] (a NaN or infinite norm squares nothing useful anyway).
   steps = ir::select(g, cmp(g, steps, fill(g, steps, 0), Compare::GT), steps, fill(g, steps, 0));
   steps = ir::select(g, cmp(g, steps, fill(g, steps, 1100), Compare::LT), steps, fill(g, steps, 1100));

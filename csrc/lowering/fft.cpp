@@ -45,7 +45,7 @@ Value c2c_groups(ir::Graph& g, Value x, const ir::Dims& dims, bool forward) {
 Value scale_by(ir::Graph& g, Value x, double factor) {
   if (factor == 1.0) return x;
   const ir::Type& t = g.type(x);
-  return ir::binary(g, "stablehlo.multiply", x, ir::full(g, t.dtype, factor, t.shape));
+  return ir::binary(g, ir::Op::Multiply, x, ir::full(g, t.dtype, factor, t.shape));
 }
 
 // The factor turning XLA's result into ATen's: XLA divides inverse transforms by n.

@@ -15,8 +15,8 @@ Value s64_full(ir::Graph& g, int64_t v, const ir::Shape& shape) {
   return ir::full(g, DType::S64, static_cast<double>(v), shape);
 }
 
-Value add(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.add", a, b); }
-Value mul(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.multiply", a, b); }
+Value add(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Add, a, b); }
+Value mul(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Multiply, a, b); }
 
 std::vector<int64_t> row_major_strides(const ir::Shape& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
@@ -90,7 +90,7 @@ Plan plan_index(ir::Graph& g, const ir::Shape& shape, const std::vector<std::opt
   for (auto it = indexed.rbegin(); it != indexed.rend(); ++it) {
     int64_t size = shape[*it];
     Value idx = wrap_negative(g, *indices[*it], size);
-    p.valid = ir::binary(g, "stablehlo.and", p.valid, in_range(g, idx, size));
+    p.valid = ir::binary(g, ir::Op::And, p.valid, in_range(g, idx, size));
     if (clamp) idx = clamp_index(g, idx, size);
     p.flat = add(g, p.flat, stride == 1 ? idx : mul(g, idx, s64_full(g, stride, ishape)));
     stride *= size;
@@ -120,14 +120,14 @@ Value in_range(ir::Graph& g, Value index, int64_t size) {
   const ir::Shape& shape = g.type(index).shape;
   Value ge0 = ir::compare(g, index, s64_full(g, 0, shape), ir::Compare::GE);
   Value lt = ir::compare(g, index, s64_full(g, size, shape), ir::Compare::LT);
-  return ir::binary(g, "stablehlo.and", ge0, lt);
+  return ir::binary(g, ir::Op::And, ge0, lt);
 }
 
 Value clamp_index(ir::Graph& g, Value index, int64_t size) {
   index = ir::convert(g, index, DType::S64);
   const ir::Shape& shape = g.type(index).shape;
-  Value hi = ir::binary(g, "stablehlo.minimum", index, s64_full(g, std::max<int64_t>(size - 1, 0), shape));
-  return ir::binary(g, "stablehlo.maximum", hi, s64_full(g, 0, shape));
+  Value hi = ir::binary(g, ir::Op::Minimum, index, s64_full(g, std::max<int64_t>(size - 1, 0), shape));
+  return ir::binary(g, ir::Op::Maximum, hi, s64_full(g, 0, shape));
 }
 
 Value gather_dim(ir::Graph& g, Value x, int64_t dim, Value index) {
@@ -297,8 +297,8 @@ Value coordinates(ir::Graph& g, Value where, const ir::Shape& shape) {
   std::vector<int64_t> strides = row_major_strides(shape);
   std::vector<Value> coords;
   for (size_t d = 0; d < shape.size(); ++d) {
-    Value c = ir::binary(g, "stablehlo.divide", where, s64_full(g, strides[d], {count}));
-    if (d > 0) c = ir::binary(g, "stablehlo.remainder", c, s64_full(g, shape[d], {count}));
+    Value c = ir::binary(g, ir::Op::Divide, where, s64_full(g, strides[d], {count}));
+    if (d > 0) c = ir::binary(g, ir::Op::Remainder, c, s64_full(g, shape[d], {count}));
     coords.push_back(ir::reshape(g, c, {count, 1}));
   }
   return coords.size() == 1 ? coords[0] : ir::concatenate(g, coords, 1);
@@ -356,14 +356,14 @@ Value embedding_backward(ir::Graph& g, Value grad, Value indices, int64_t num_we
   Value valid = in_range(g, idx, num_weights);
   if (padding_idx >= 0) {  // padding_idx is already wrapped by the caller
     Value pad = ir::compare(g, idx, s64_full(g, padding_idx, {n}), ir::Compare::NE);
-    valid = ir::binary(g, "stablehlo.and", valid, pad);
+    valid = ir::binary(g, ir::Op::And, valid, pad);
   }
   idx = drop_invalid(g, idx, valid);
   if (scale_grad_by_freq) {
     Value counts = ir::scatter_rows(g, ir::full(g, tg.dtype, 0, {num_weights}), idx, ir::full(g, tg.dtype, 1, {n}),
                                     ir::Combiner::Add);
     Value freq = ir::gather_rows(g, counts, clamp_index(g, idx, num_weights));
-    rows = ir::binary(g, "stablehlo.divide", rows, ir::broadcast_in_dim(g, freq, {n, width}, {0}));
+    rows = ir::binary(g, ir::Op::Divide, rows, ir::broadcast_in_dim(g, freq, {n, width}, {0}));
   }
   return ir::scatter_rows(g, ir::full(g, tg.dtype, 0, {num_weights, width}), idx, rows, ir::Combiner::Add);
 }

@@ -31,8 +31,8 @@ ir::Value cross(ir::Graph& g, ir::Value a, ir::Value b, int64_t dim) {
     return ir::slice(g, v, lo, hi);
   };
   auto term = [&](int64_t i, int64_t j) {  // a_i * b_j - a_j * b_i
-    return ir::binary(g, "stablehlo.subtract", ir::binary(g, "stablehlo.multiply", component(a, i), component(b, j)),
-                      ir::binary(g, "stablehlo.multiply", component(a, j), component(b, i)));
+    return ir::binary(g, ir::Op::Subtract, ir::binary(g, ir::Op::Multiply, component(a, i), component(b, j)),
+                      ir::binary(g, ir::Op::Multiply, component(a, j), component(b, i)));
   };
   return ir::concatenate(g, {term(1, 2), term(2, 0), term(0, 1)}, dim);
 }

@@ -52,7 +52,7 @@ Value pnorm_grad(ir::Graph& g, Value diff, Value grad, Value dist, double p) {
   Value at_zero = f.eq(dist, 0.0);
   if (std::isinf(p)) {
     // Only the coordinates attaining the maximum carry the gradient.
-    Value hit = f.sub(f.c(diff, 1.0), f.min(f.c(diff, 1.0), f.un("stablehlo.ceil", f.abs(f.sub(f.abs(diff), dist)))));
+    Value hit = f.sub(f.c(diff, 1.0), f.min(f.c(diff, 1.0), f.un(ir::Op::Ceil, f.abs(f.sub(f.abs(diff), dist)))));
     return f.mul(f.mul(grad, sign(f, diff)), hit);
   }
   if (p == 2) return f.sel(at_zero, zero, f.div(f.mul(grad, diff), dist));
@@ -72,7 +72,7 @@ namespace {
 Value pair_diff(ir::Graph& g, Value x1, Value x2) {
   const ir::Shape a = g.type(x1).shape, b = g.type(x2).shape;
   ir::Shape shape{a[0], a[1], b[1], a[2]};
-  return ir::binary(g, "stablehlo.subtract", ir::broadcast_in_dim(g, x1, shape, {0, 1, 3}),
+  return ir::binary(g, ir::Op::Subtract, ir::broadcast_in_dim(g, x1, shape, {0, 1, 3}),
                     ir::broadcast_in_dim(g, x2, shape, {0, 2, 3}));
 }
 }  // namespace
@@ -121,7 +121,7 @@ Pairs pdist_pairs(ir::Graph& g, int64_t n) {
 Value pdist(ir::Graph& g, Value x, double p) {
   const ir::Shape shape = g.type(x).shape;
   Pairs pairs = pdist_pairs(g, shape[0]);
-  Value diff = ir::binary(g, "stablehlo.subtract", ir::gather_rows(g, x, pairs.i), ir::gather_rows(g, x, pairs.j));
+  Value diff = ir::binary(g, ir::Op::Subtract, ir::gather_rows(g, x, pairs.i), ir::gather_rows(g, x, pairs.j));
   return pnorm_last(g, diff, p);
 }
 

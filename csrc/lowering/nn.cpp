@@ -13,10 +13,10 @@ namespace {
 using ir::DType;
 using ir::Value;
 
-Value add(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.add", a, b); }
-Value sub(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.subtract", a, b); }
-Value mul(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.multiply", a, b); }
-Value div(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.divide", a, b); }
+Value add(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Add, a, b); }
+Value sub(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Subtract, a, b); }
+Value mul(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Multiply, a, b); }
+Value div(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Divide, a, b); }
 Value full_like(ir::Graph& g, Value x, double v) { return ir::full(g, g.type(x).dtype, v, g.type(x).shape); }
 Value acc_of(ir::Graph& g, Value x) { return ir::convert(g, x, accumulate_dtype(g.type(x).dtype)); }
 
@@ -82,7 +82,7 @@ Value softmax(ir::Graph& g, Value x, int64_t dim, DType result) {
   ir::Dims dims = softmax_dims(g, x, dim);
   Value xa = acc_of(g, ir::convert(g, x, result));
   const ir::Shape& shape = g.type(xa).shape;
-  Value e = ir::unary(g, "stablehlo.exponential", sub(g, xa, expand_reduced(g, shift_max(g, xa, dims), shape, dims)));
+  Value e = ir::unary(g, ir::Op::Exponential, sub(g, xa, expand_reduced(g, shift_max(g, xa, dims), shape, dims)));
   DType acc = g.type(e).dtype;
   Value s = sum(g, e, dims, false, acc, acc);
   return ir::convert(g, div(g, e, expand_reduced(g, s, shape, dims)), result);
@@ -94,8 +94,8 @@ Value log_softmax(ir::Graph& g, Value x, int64_t dim, DType result) {
   const ir::Shape& shape = g.type(xa).shape;
   Value shifted = sub(g, xa, expand_reduced(g, shift_max(g, xa, dims), shape, dims));
   DType acc = g.type(xa).dtype;
-  Value s = sum(g, ir::unary(g, "stablehlo.exponential", shifted), dims, false, acc, acc);
-  Value lse = ir::unary(g, "stablehlo.log", s);
+  Value s = sum(g, ir::unary(g, ir::Op::Exponential, shifted), dims, false, acc, acc);
+  Value lse = ir::unary(g, ir::Op::Log, s);
   return ir::convert(g, sub(g, shifted, expand_reduced(g, lse, shape, dims)), result);
 }
 
@@ -114,7 +114,7 @@ Value log_softmax_backward(ir::Graph& g, Value grad, Value output, int64_t dim, 
   DType acc = g.type(ga).dtype;
   const ir::Shape& shape = g.type(ga).shape;
   Value s = sum(g, ga, dims, false, acc, acc);
-  Value p = ir::unary(g, "stablehlo.exponential", oa);
+  Value p = ir::unary(g, ir::Op::Exponential, oa);
   return ir::convert(g, sub(g, ga, mul(g, p, expand_reduced(g, s, shape, dims))), result);
 }
 
@@ -126,7 +126,7 @@ NormForward normalise_over(ir::Graph& g, Value x, const ir::Dims& dims, double e
   Value xa = acc_of(g, x);
   DType acc = g.type(xa).dtype;
   Moments m = moments(g, xa, dims, true, 0, acc);
-  Value invstd = ir::unary(g, "stablehlo.rsqrt", add(g, m.var, full_like(g, m.var, eps)));
+  Value invstd = ir::unary(g, ir::Op::Rsqrt, add(g, m.var, full_like(g, m.var, eps)));
   return {normalise(g, xa, m.mean, invstd, dims), m.mean, invstd, m.var};
 }
 
@@ -158,7 +158,7 @@ NormForward batch_norm_train(ir::Graph& g, Value x, OptValue weight, OptValue bi
 
 Value inverse_std(ir::Graph& g, Value var, double eps) {
   Value va = acc_of(g, var);
-  return ir::unary(g, "stablehlo.rsqrt", add(g, va, full_like(g, va, eps)));
+  return ir::unary(g, ir::Op::Rsqrt, add(g, va, full_like(g, va, eps)));
 }
 
 Value batch_norm_eval(ir::Graph& g, Value x, OptValue weight, OptValue bias, Value mean, Value var, double eps,
@@ -303,7 +303,7 @@ NllForward nll_loss(ir::Graph& g, Value input, Value target, OptValue weight, Re
   // A select, not a product with the one-hot: other classes may hold -inf.
   Value x_t = sum(g, ir::select(g, p.onehot, xa, full_like(g, xa, 0)), {p.class_dim}, false, acc, acc);
   // Ignored targets contribute exactly 0 (never 0 * inf).
-  Value loss = ir::select(g, p.valid, ir::unary(g, "stablehlo.negate", mul(g, x_t, p.weight)),
+  Value loss = ir::select(g, p.valid, ir::unary(g, ir::Op::Negate, mul(g, x_t, p.weight)),
                           full_like(g, p.weight, 0));
   ir::Dims all = reduction_dims({}, g.type(loss).rank());
   Value total = sum(g, p.weight, all, false, acc, acc);
@@ -332,7 +332,7 @@ Value nll_loss_backward(ir::Graph& g, Value grad, Value input, Value target, Opt
     if (reduction == Reduction::Mean) ga = div(g, ga, ir::convert(g, total_weight, acc));
     ga = ir::broadcast_in_dim(g, ga, tshape, {});
   }
-  Value coef = ir::select(g, p.valid, ir::unary(g, "stablehlo.negate", mul(g, ga, p.weight)),
+  Value coef = ir::select(g, p.valid, ir::unary(g, ir::Op::Negate, mul(g, ga, p.weight)),
                           full_like(g, p.weight, 0));
   Value coef_full = ir::broadcast_in_dim(g, coef, shape, p.target_dims);
   return ir::convert(g, ir::select(g, p.onehot, coef_full, ir::full(g, acc, 0, shape)), result);
@@ -360,9 +360,9 @@ Value binary_cross_entropy(ir::Graph& g, Value x, Value target, OptValue weight,
   Value t = ir::convert(g, target, acc);
   // ATen clamps the logs at -100 so that x = 0 or 1 gives a finite loss.
   Value floor = full_like(g, xa, -100);
-  Value log_x = ir::binary(g, "stablehlo.maximum", ir::unary(g, "stablehlo.log", xa), floor);
-  Value log_1mx = ir::binary(g, "stablehlo.maximum",
-                             ir::unary(g, "stablehlo.log_plus_one", ir::unary(g, "stablehlo.negate", xa)), floor);
+  Value log_x = ir::binary(g, ir::Op::Maximum, ir::unary(g, ir::Op::Log, xa), floor);
+  Value log_1mx = ir::binary(g, ir::Op::Maximum,
+                             ir::unary(g, ir::Op::LogPlusOne, ir::unary(g, ir::Op::Negate, xa)), floor);
   Value loss = sub(g, mul(g, sub(g, t, full_like(g, t, 1)), log_1mx), mul(g, t, log_x));
   if (weight) loss = mul(g, loss, ir::convert(g, *weight, acc));
   return ir::convert(g, reduce_loss(g, loss, reduction), result);
@@ -375,7 +375,7 @@ Value binary_cross_entropy_backward(ir::Graph& g, Value grad, Value x, Value tar
   const ir::Shape& shape = g.type(xa).shape;
   Value t = ir::convert(g, target, acc);
   Value one = full_like(g, xa, 1);
-  Value denom = ir::binary(g, "stablehlo.maximum", mul(g, sub(g, one, xa), xa), full_like(g, xa, 1e-12));
+  Value denom = ir::binary(g, ir::Op::Maximum, mul(g, sub(g, one, xa), xa), full_like(g, xa, 1e-12));
   Value ga = ir::broadcast_to(g, ir::convert(g, grad, acc), shape);
   Value gi = div(g, mul(g, ga, sub(g, xa, t)), denom);
   if (weight) gi = mul(g, gi, ir::convert(g, *weight, acc));
@@ -390,9 +390,9 @@ Value binary_cross_entropy_with_logits(ir::Graph& g, Value x, Value target, OptV
   Value t = ir::convert(g, target, acc);
   Value one = full_like(g, xa, 1);
   // log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)): no overflow for large |x|.
-  Value neg_abs = ir::unary(g, "stablehlo.negate", ir::unary(g, "stablehlo.abs", xa));
-  Value log_sig = sub(g, ir::binary(g, "stablehlo.minimum", xa, full_like(g, xa, 0)),
-                      ir::unary(g, "stablehlo.log_plus_one", ir::unary(g, "stablehlo.exponential", neg_abs)));
+  Value neg_abs = ir::unary(g, ir::Op::Negate, ir::unary(g, ir::Op::Abs, xa));
+  Value log_sig = sub(g, ir::binary(g, ir::Op::Minimum, xa, full_like(g, xa, 0)),
+                      ir::unary(g, ir::Op::LogPlusOne, ir::unary(g, ir::Op::Exponential, neg_abs)));
   if (pos_weight) {
     Value pw = ir::convert(g, *pos_weight, acc);
     log_sig = mul(g, add(g, mul(g, sub(g, pw, one), t), one), log_sig);
@@ -406,10 +406,10 @@ Value binary_cross_entropy_with_logits(ir::Graph& g, Value x, Value target, OptV
 
 namespace {
 
-Value neg(ir::Graph& g, Value x) { return ir::unary(g, "stablehlo.negate", x); }
-Value land(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.and", a, b); }
-Value lor(ir::Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.or", a, b); }
-Value lnot(ir::Graph& g, Value a) { return ir::unary(g, "stablehlo.not", a); }
+Value neg(ir::Graph& g, Value x) { return ir::unary(g, ir::Op::Negate, x); }
+Value land(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::And, a, b); }
+Value lor(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Or, a, b); }
+Value lnot(ir::Graph& g, Value a) { return ir::unary(g, ir::Op::Not, a); }
 Value cmp(ir::Graph& g, Value a, Value b, ir::Compare c) { return ir::compare(g, a, b, c); }
 Value zeros_like(ir::Graph& g, Value x) { return full_like(g, x, 0); }
 // -lambd <= x <= lambd (false for NaN).
@@ -453,13 +453,13 @@ Value threshold(ir::Graph& g, Value x, Value th, Value value) {
 }
 
 Value log_sigmoid(ir::Graph& g, Value x) {
-  Value neg_abs = neg(g, ir::unary(g, "stablehlo.abs", x));
-  return sub(g, ir::binary(g, "stablehlo.minimum", x, zeros_like(g, x)),
-             ir::unary(g, "stablehlo.log_plus_one", ir::unary(g, "stablehlo.exponential", neg_abs)));
+  Value neg_abs = neg(g, ir::unary(g, ir::Op::Abs, x));
+  return sub(g, ir::binary(g, ir::Op::Minimum, x, zeros_like(g, x)),
+             ir::unary(g, ir::Op::LogPlusOne, ir::unary(g, ir::Op::Exponential, neg_abs)));
 }
 
 Value log_sigmoid_backward(ir::Graph& g, Value grad, Value x) {
-  return mul(g, grad, ir::unary(g, "stablehlo.logistic", neg(g, x)));
+  return mul(g, grad, ir::unary(g, ir::Op::Logistic, neg(g, x)));
 }
 
 Value prelu(ir::Graph& g, Value x, Value w) {
@@ -473,12 +473,12 @@ std::pair<Value, Value> prelu_backward(ir::Graph& g, Value grad, Value x, Value 
 
 Value glu(ir::Graph& g, Value x, int64_t dim) {
   auto [a, b] = halves(g, x, dim);
-  return mul(g, a, ir::unary(g, "stablehlo.logistic", b));
+  return mul(g, a, ir::unary(g, ir::Op::Logistic, b));
 }
 
 Value glu_backward(ir::Graph& g, Value grad, Value x, int64_t dim) {
   auto [a, b] = halves(g, x, dim);
-  Value sig = ir::unary(g, "stablehlo.logistic", b);
+  Value sig = ir::unary(g, ir::Op::Logistic, b);
   Value ga = mul(g, sig, grad);
   Value gb = mul(g, mul(g, mul(g, a, sig), sub(g, full_like(g, sig, 1), sig)), grad);
   return ir::concatenate(g, {ga, gb}, dim);
@@ -500,7 +500,7 @@ Value loss_grad(ir::Graph& g, Value grad, Value like, Reduction reduction) {
 
 Value huber_loss(ir::Graph& g, Value x, Value target, Reduction reduction, double delta, DType result) {
   Value xa = acc_of(g, x);
-  Value z = ir::unary(g, "stablehlo.abs", sub(g, xa, ir::convert(g, target, g.type(xa).dtype)));
+  Value z = ir::unary(g, ir::Op::Abs, sub(g, xa, ir::convert(g, target, g.type(xa).dtype)));
   Value quad = mul(g, mul(g, full_like(g, z, 0.5), z), z);
   Value lin = mul(g, full_like(g, z, delta), sub(g, z, full_like(g, z, 0.5 * delta)));
   Value loss = ir::select(g, cmp(g, z, full_like(g, z, delta), ir::Compare::LT), quad, lin);
@@ -520,7 +520,7 @@ Value huber_loss_backward(ir::Graph& g, Value grad, Value x, Value target, Reduc
 
 Value smooth_l1_loss(ir::Graph& g, Value x, Value target, Reduction reduction, double beta, DType result) {
   Value xa = acc_of(g, x);
-  Value z = ir::unary(g, "stablehlo.abs", sub(g, xa, ir::convert(g, target, g.type(xa).dtype)));
+  Value z = ir::unary(g, ir::Op::Abs, sub(g, xa, ir::convert(g, target, g.type(xa).dtype)));
   Value loss = z;
   if (beta > 0) {
     Value quad = div(g, mul(g, mul(g, full_like(g, z, 0.5), z), z), full_like(g, z, beta));
@@ -699,7 +699,7 @@ BagForward embedding_bag(ir::Graph& g, Value weight, Value indices, Value offset
   // bag(i) = #{b : offsets[b] <= i} - 1
   ir::Shape lb{l, bags};
   Value le = cmp(g, ir::broadcast_in_dim(g, off, lb, {1}), ir::iota(g, DType::S64, lb, 0), ir::Compare::LE);
-  Value bag = ir::binary(g, "stablehlo.subtract", sum(g, ir::convert(g, le, DType::S64), {1}, false, DType::S64, DType::S64),
+  Value bag = ir::binary(g, ir::Op::Subtract, sum(g, ir::convert(g, le, DType::S64), {1}, false, DType::S64, DType::S64),
                          s64(g, 1, {l}));
   Value valid = counted(g, idx, padding_idx);
   // Indices before the first offset belong to no bag: drop them (bag -1 is outside).
@@ -716,7 +716,7 @@ BagForward embedding_bag(ir::Graph& g, Value weight, Value indices, Value offset
     Value best = ir::scatter_rows(g, ir::full(g, acc, -std::numeric_limits<double>::infinity(), {bags, d}), bag, vals,
                                   ir::Combiner::Max);
     // The first index reaching the maximum (ATen replaces only on a strictly greater value).
-    Value at_best = land(g, valid_ld, cmp(g, vals, ir::gather_rows(g, best, ir::binary(g, "stablehlo.maximum", bag, s64(g, 0, {l}))),
+    Value at_best = land(g, valid_ld, cmp(g, vals, ir::gather_rows(g, best, ir::binary(g, ir::Op::Maximum, bag, s64(g, 0, {l}))),
                                           ir::Compare::EQ));
     Value pos = ir::select(g, at_best, ir::iota(g, DType::S64, ld, 0), s64(g, static_cast<double>(l), ld));
     Value first = ir::scatter_rows(g, s64(g, static_cast<double>(l), {bags, d}), bag, pos, ir::Combiner::Min);
@@ -730,7 +730,7 @@ BagForward embedding_bag(ir::Graph& g, Value weight, Value indices, Value offset
   rows = ir::select(g, valid_ld, rows, ir::full(g, acc, 0, ld));
   Value total = ir::scatter_rows(g, ir::full(g, acc, 0, {bags, d}), bag, rows, ir::Combiner::Add);
   if (mode == BagMode::Mean) {
-    Value n = ir::convert(g, ir::binary(g, "stablehlo.maximum", f.bag_size, s64(g, 1, {bags})), acc);
+    Value n = ir::convert(g, ir::binary(g, ir::Op::Maximum, f.bag_size, s64(g, 1, {bags})), acc);
     total = div(g, total, ir::broadcast_in_dim(g, n, {bags, d}, {0}));
   }
   f.output = ir::convert(g, total, result);
@@ -750,7 +750,7 @@ Value embedding_bag_backward(ir::Graph& g, Value grad, Value indices, Value offs
     // grad[b, j] lands on weight[max_indices[b, j], j]; empty bags (-1) are dropped.
     Value mi = ir::convert(g, max_indices, DType::S64);
     Value neg = cmp(g, mi, s64(g, 0, {bags, d}), ir::Compare::LT);
-    Value flat = ir::binary(g, "stablehlo.add", ir::binary(g, "stablehlo.multiply", mi, s64(g, static_cast<double>(d), {bags, d})),
+    Value flat = ir::binary(g, ir::Op::Add, ir::binary(g, ir::Op::Multiply, mi, s64(g, static_cast<double>(d), {bags, d})),
                             ir::iota(g, DType::S64, {bags, d}, 1));
     flat = ir::select(g, neg, s64(g, static_cast<double>(num_weights * d), {bags, d}), flat);
     Value r = ir::scatter_1d_combine(g, ir::full(g, acc, 0, {num_weights * d}), ir::reshape(g, flat, {bags * d}),
@@ -759,19 +759,19 @@ Value embedding_bag_backward(ir::Graph& g, Value grad, Value indices, Value offs
   }
   Value bag = ir::convert(g, offset2bag, DType::S64);
   Value inbag = cmp(g, bag, s64(g, 0, {l}), ir::Compare::GE);
-  Value rows = ir::gather_rows(g, ga, ir::binary(g, "stablehlo.maximum", bag, s64(g, 0, {l})));  // [L, D]
+  Value rows = ir::gather_rows(g, ga, ir::binary(g, ir::Op::Maximum, bag, s64(g, 0, {l})));  // [L, D]
   ir::Shape ld{l, d};
   Value scale = ir::full(g, acc, 1, {l});
   if (mode == BagMode::Mean) {
-    Value n = ir::convert(g, ir::binary(g, "stablehlo.maximum", ir::convert(g, bag_size, DType::S64), s64(g, 1, {bags})), acc);
-    scale = div(g, scale, ir::gather_rows(g, n, ir::binary(g, "stablehlo.maximum", bag, s64(g, 0, {l}))));
+    Value n = ir::convert(g, ir::binary(g, ir::Op::Maximum, ir::convert(g, bag_size, DType::S64), s64(g, 1, {bags})), acc);
+    scale = div(g, scale, ir::gather_rows(g, n, ir::binary(g, ir::Op::Maximum, bag, s64(g, 0, {l}))));
   }
   if (psw) scale = mul(g, scale, ir::convert(g, *psw, acc));
   Value keep = land(g, inbag, counted(g, idx, padding_idx));
   if (scale_grad_by_freq) {
     Value ones = ir::select(g, keep, ir::full(g, acc, 1, {l}), ir::full(g, acc, 0, {l}));
     Value freq = ir::scatter_rows(g, ir::full(g, acc, 0, {num_weights}), idx, ones, ir::Combiner::Add);
-    scale = div(g, scale, ir::binary(g, "stablehlo.maximum", ir::gather_rows(g, freq, idx), ir::full(g, acc, 1, {l})));
+    scale = div(g, scale, ir::binary(g, ir::Op::Maximum, ir::gather_rows(g, freq, idx), ir::full(g, acc, 1, {l})));
   }
   scale = ir::select(g, keep, scale, ir::full(g, acc, 0, {l}));
   rows = mul(g, rows, ir::broadcast_in_dim(g, scale, ld, {0}));
@@ -785,7 +785,7 @@ Value embedding_bag_per_sample_weights_backward(ir::Graph& g, Value grad, Value 
   int64_t l = g.type(indices).shape[0];
   Value idx = ir::convert(g, indices, DType::S64);
   Value bag = ir::convert(g, offset2bag, DType::S64);
-  Value gr = ir::convert(g, ir::gather_rows(g, grad, ir::binary(g, "stablehlo.maximum", bag, s64(g, 0, {l}))), acc);
+  Value gr = ir::convert(g, ir::gather_rows(g, grad, ir::binary(g, ir::Op::Maximum, bag, s64(g, 0, {l}))), acc);
   Value wr = ir::convert(g, ir::gather_rows(g, weight, idx), acc);
   Value dot = sum(g, mul(g, gr, wr), {1}, false, acc, acc);
   Value keep = land(g, cmp(g, bag, s64(g, 0, {l}), ir::Compare::GE), counted(g, idx, padding_idx));
@@ -824,10 +824,10 @@ struct Ctc {
   Value s64(double v, const ir::Shape& shape) { return ir::full(g, DType::S64, v, shape); }
   // log(exp(a) + exp(b) + exp(c)) with ATen's guard for all -inf.
   Value lse3(Value a, Value b, Value c3) {
-    Value m = ir::binary(g, "stablehlo.maximum", ir::binary(g, "stablehlo.maximum", a, b), c3);
+    Value m = ir::binary(g, ir::Op::Maximum, ir::binary(g, ir::Op::Maximum, a, b), c3);
     m = ir::select(g, ir::compare(g, m, full_like(g, m, -INFINITY), ir::Compare::EQ), full_like(g, m, 0), m);
-    auto e = [&](Value v) { return ir::unary(g, "stablehlo.exponential", sub(g, v, m)); };
-    return add(g, ir::unary(g, "stablehlo.log", add(g, add(g, e(a), e(b)), e(c3))), m);
+    auto e = [&](Value v) { return ir::unary(g, ir::Op::Exponential, sub(g, v, m)); };
+    return add(g, ir::unary(g, ir::Op::Log, add(g, add(g, e(a), e(b)), e(c3))), m);
   }
   // x shifted along S by `by` (> 0: toward higher s), -inf filled.
   Value shift(Value x, int64_t by) {
@@ -852,8 +852,8 @@ Ctc ctc_setup(ir::Graph& g, Value log_probs, Value targets, Value input_lengths,
   int64_t n = k.n, s = k.s;
   // ext[b, s] = s odd ? targets[b, s / 2] : blank
   Value sidx = k.s_index();
-  Value half = ir::binary(g, "stablehlo.divide", sidx, k.s64(2, {n, s}));
-  Value odd = ir::compare(g, ir::binary(g, "stablehlo.remainder", sidx, k.s64(2, {n, s})), k.s64(1, {n, s}),
+  Value half = ir::binary(g, ir::Op::Divide, sidx, k.s64(2, {n, s}));
+  Value odd = ir::compare(g, ir::binary(g, ir::Op::Remainder, sidx, k.s64(2, {n, s})), k.s64(1, {n, s}),
                           ir::Compare::EQ);
   Value row = ir::iota(g, DType::S64, {n, s}, 0);
   Value flat_t = ir::reshape(g, ir::convert(g, targets, DType::S64), {n * std::max<int64_t>(l, 1)});
@@ -862,7 +862,7 @@ Ctc ctc_setup(ir::Graph& g, Value log_probs, Value targets, Value input_lengths,
     label = k.s64(static_cast<double>(blank), {n, s});
   } else {
     Value at = add(g, mul(g, row, k.s64(static_cast<double>(l), {n, s})),
-                   ir::binary(g, "stablehlo.minimum", half, k.s64(static_cast<double>(l - 1), {n, s})));
+                   ir::binary(g, ir::Op::Minimum, half, k.s64(static_cast<double>(l - 1), {n, s})));
     label = ir::gather_1d(g, flat_t, at);
   }
   k.ext = ir::select(g, odd, label, k.s64(static_cast<double>(blank), {n, s}));
@@ -875,7 +875,7 @@ Ctc ctc_setup(ir::Graph& g, Value log_probs, Value targets, Value input_lengths,
   // Skipping a blank is allowed onto a label that differs from the previous label.
   Value prev2 = ir::pad(g, ir::slice(g, k.ext, {0, 0}, {n, std::max<int64_t>(s - 2, 0)}), ir::constant_int(g, DType::S64, -1),
                         {0, std::min<int64_t>(2, s)}, {0, 0});
-  k.skip = ir::binary(g, "stablehlo.and", odd, ir::compare(g, k.ext, prev2, ir::Compare::NE));
+  k.skip = ir::binary(g, ir::Op::And, odd, ir::compare(g, k.ext, prev2, ir::Compare::NE));
   return k;
 }
 
@@ -889,8 +889,8 @@ CtcForward ctc_loss(ir::Graph& g, Value log_probs, Value targets, Value input_le
   // t = 0: the leading blank or the first label.
   Value first = k.lp_at(0);
   Value sidx = k.s_index();
-  Value start = ir::binary(g, "stablehlo.or", ir::compare(g, sidx, k.s64(0, ns), ir::Compare::EQ),
-                           ir::binary(g, "stablehlo.and", ir::compare(g, sidx, k.s64(1, ns), ir::Compare::EQ),
+  Value start = ir::binary(g, ir::Op::Or, ir::compare(g, sidx, k.s64(0, ns), ir::Compare::EQ),
+                           ir::binary(g, ir::Op::And, ir::compare(g, sidx, k.s64(1, ns), ir::Compare::EQ),
                                       k.per_seq(k.tgt_len, 0, ir::Compare::GT)));
   Value alpha = ir::select(g, start, first, k.neg_inf(ns));
   std::vector<Value> rows{alpha};
@@ -903,14 +903,14 @@ CtcForward ctc_loss(ir::Graph& g, Value log_probs, Value targets, Value input_le
   }
   // nll = -log(alpha[T_b - 1, 2 L] + alpha[T_b - 1, 2 L - 1]); an empty input: 0 or inf.
   Value two_l = k.twice_len();
-  Value end_mask = ir::binary(g, "stablehlo.or", ir::compare(g, sidx, two_l, ir::Compare::EQ),
+  Value end_mask = ir::binary(g, ir::Op::Or, ir::compare(g, sidx, two_l, ir::Compare::EQ),
                               ir::compare(g, sidx, sub(g, two_l, k.s64(1, ns)), ir::Compare::EQ));
   Value ends = ir::select(g, end_mask, alpha, k.neg_inf(ns));
   Value m = ir::reduce(g, ends, ir::constant(g, k.dt, -INFINITY), {1}, ir::Combiner::Max);
   m = ir::select(g, ir::compare(g, m, ir::full(g, k.dt, -INFINITY, {n}), ir::Compare::EQ), ir::full(g, k.dt, 0, {n}), m);
-  Value sum = ir::reduce(g, ir::unary(g, "stablehlo.exponential", sub(g, ends, ir::broadcast_in_dim(g, m, ns, {0}))),
+  Value sum = ir::reduce(g, ir::unary(g, ir::Op::Exponential, sub(g, ends, ir::broadcast_in_dim(g, m, ns, {0}))),
                          ir::constant(g, k.dt, 0), {1}, ir::Combiner::Add);
-  Value nll = ir::unary(g, "stablehlo.negate", add(g, ir::unary(g, "stablehlo.log", sum), m));
+  Value nll = ir::unary(g, ir::Op::Negate, add(g, ir::unary(g, ir::Op::Log, sum), m));
   Value empty_in = ir::compare(g, k.in_len, k.s64(0, {n}), ir::Compare::EQ);
   Value empty_nll = ir::select(g, ir::compare(g, k.tgt_len, k.s64(0, {n}), ir::Compare::EQ), ir::full(g, k.dt, 0, {n}),
                                ir::full(g, k.dt, INFINITY, {n}));
@@ -927,8 +927,8 @@ Value ctc_loss_backward(ir::Graph& g, Value grad, Value log_probs, Value targets
   ir::Shape ns{n, s};
   Value sidx = k.s_index();
   Value two_l = k.twice_len();
-  Value end_mask = ir::binary(g, "stablehlo.or", ir::compare(g, sidx, two_l, ir::Compare::EQ),
-                              ir::binary(g, "stablehlo.and", ir::compare(g, sidx, sub(g, two_l, k.s64(1, ns)), ir::Compare::EQ),
+  Value end_mask = ir::binary(g, ir::Op::Or, ir::compare(g, sidx, two_l, ir::Compare::EQ),
+                              ir::binary(g, ir::Op::And, ir::compare(g, sidx, sub(g, two_l, k.s64(1, ns)), ir::Compare::EQ),
                                          k.per_seq(k.tgt_len, 0, ir::Compare::GT)));
   // beta from each sequence's last step backwards; -inf past its end.
   Value skip_up = ir::pad(g, ir::slice(g, k.skip, {0, std::min<int64_t>(2, s)}, {n, s}),
@@ -959,22 +959,22 @@ Value ctc_loss_backward(ir::Graph& g, Value grad, Value log_probs, Value targets
     Value v = ir::broadcast_in_dim(g, ir::reshape(g, ir::slice(g, lcab, {0, 0, pos}, {t, n, pos + 1}), {t, n}), tnc, {0, 1});
     Value here = ir::broadcast_in_dim(g, ir::reshape(g, ir::slice(g, onehot, {0, pos, 0}, {n, pos + 1, k.c}), {n, k.c}),
                                       tnc, {1, 2});
-    Value mx = ir::binary(g, "stablehlo.maximum", res, v);
-    Value lae = add(g, ir::unary(g, "stablehlo.log", add(g, ir::unary(g, "stablehlo.exponential", sub(g, res, mx)),
-                                                         ir::unary(g, "stablehlo.exponential", sub(g, v, mx)))),
+    Value mx = ir::binary(g, ir::Op::Maximum, res, v);
+    Value lae = add(g, ir::unary(g, ir::Op::Log, add(g, ir::unary(g, ir::Op::Exponential, sub(g, res, mx)),
+                                                         ir::unary(g, ir::Op::Exponential, sub(g, v, mx)))),
                     mx);
     Value first = ir::compare(g, res, ninf, ir::Compare::EQ);
     res = ir::select(g, here, ir::select(g, first, v, lae), res);
   }
   Value lp = log_probs;
   Value nllb = ir::broadcast_in_dim(g, nll, tnc, {1});
-  Value gi = sub(g, ir::unary(g, "stablehlo.exponential", lp),
-                 ir::unary(g, "stablehlo.exponential", sub(g, add(g, res, nllb), lp)));
+  Value gi = sub(g, ir::unary(g, ir::Op::Exponential, lp),
+                 ir::unary(g, ir::Op::Exponential, sub(g, add(g, res, nllb), lp)));
   gi = mul(g, gi, ir::broadcast_in_dim(g, grad, tnc, {1}));
   Value valid = ir::compare(g, ir::iota(g, DType::S64, tnc, 0), ir::broadcast_in_dim(g, k.in_len, tnc, {1}),
                             ir::Compare::LT);
   if (zero_infinity)
-    valid = ir::binary(g, "stablehlo.and", valid,
+    valid = ir::binary(g, ir::Op::And, valid,
                        ir::compare(g, nllb, ir::full(g, k.dt, INFINITY, tnc), ir::Compare::NE));
   return ir::select(g, valid, gi, ir::full(g, k.dt, 0, tnc));
 }

@@ -13,9 +13,9 @@ using ir::Value;
 Value u32(ir::Graph& g, int64_t value, int64_t n) { return ir::full(g, DType::U32, static_cast<double>(value), {n}); }
 
 Value rotate_left(ir::Graph& g, Value x, int bits, int64_t n) {
-  Value left = ir::binary(g, "stablehlo.shift_left", x, u32(g, bits, n));
-  Value right = ir::binary(g, "stablehlo.shift_right_logical", x, u32(g, 32 - bits, n));
-  return ir::binary(g, "stablehlo.or", left, right);
+  Value left = ir::binary(g, ir::Op::ShiftLeft, x, u32(g, bits, n));
+  Value right = ir::binary(g, ir::Op::ShiftRightLogical, x, u32(g, 32 - bits, n));
+  return ir::binary(g, ir::Op::Or, left, right);
 }
 
 }  // namespace
@@ -24,28 +24,28 @@ RandomBits random_bits(ir::Graph& g, Value seed, Value offset, int64_t n) {
   // Key words from the seed, counter words from offset + i.
   Value shift32 = ir::constant_int(g, DType::U64, 32);
   Value k0 = ir::convert(g, seed, DType::U32);
-  Value k1 = ir::convert(g, ir::binary(g, "stablehlo.shift_right_logical", seed, shift32), DType::U32);
-  Value counter = ir::binary(g, "stablehlo.add", ir::iota(g, DType::U64, {n}, 0),
+  Value k1 = ir::convert(g, ir::binary(g, ir::Op::ShiftRightLogical, seed, shift32), DType::U32);
+  Value counter = ir::binary(g, ir::Op::Add, ir::iota(g, DType::U64, {n}, 0),
                              ir::broadcast_in_dim(g, offset, {n}, {}));
   Value c0 = ir::convert(g, counter, DType::U32);
-  Value c1 = ir::convert(g, ir::binary(g, "stablehlo.shift_right_logical", counter,
+  Value c1 = ir::convert(g, ir::binary(g, ir::Op::ShiftRightLogical, counter,
                                        ir::broadcast_in_dim(g, shift32, {n}, {})),
                          DType::U32);
   Value parity = ir::constant_int(g, DType::U32, 0x1BD11BDA);
-  Value ks[3] = {k0, k1, ir::binary(g, "stablehlo.xor", parity, ir::binary(g, "stablehlo.xor", k0, k1))};
+  Value ks[3] = {k0, k1, ir::binary(g, ir::Op::Xor, parity, ir::binary(g, ir::Op::Xor, k0, k1))};
   auto key = [&](int i) { return ir::broadcast_in_dim(g, ks[i % 3], {n}, {}); };
 
   static const int kRotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
-  Value x0 = ir::binary(g, "stablehlo.add", c0, key(0));
-  Value x1 = ir::binary(g, "stablehlo.add", c1, key(1));
+  Value x0 = ir::binary(g, ir::Op::Add, c0, key(0));
+  Value x1 = ir::binary(g, ir::Op::Add, c1, key(1));
   for (int round = 0; round < 20; ++round) {
-    x0 = ir::binary(g, "stablehlo.add", x0, x1);
+    x0 = ir::binary(g, ir::Op::Add, x0, x1);
     x1 = rotate_left(g, x1, kRotations[round % 8], n);
-    x1 = ir::binary(g, "stablehlo.xor", x1, x0);
+    x1 = ir::binary(g, ir::Op::Xor, x1, x0);
     if (round % 4 == 3) {  // key injection every four rounds
       int s = round / 4 + 1;
-      x0 = ir::binary(g, "stablehlo.add", x0, key(s));
-      x1 = ir::binary(g, "stablehlo.add", ir::binary(g, "stablehlo.add", x1, key(s + 1)), u32(g, s, n));
+      x0 = ir::binary(g, ir::Op::Add, x0, key(s));
+      x1 = ir::binary(g, ir::Op::Add, ir::binary(g, ir::Op::Add, x1, key(s + 1)), u32(g, s, n));
     }
   }
   return RandomBits{x0, x1};
@@ -54,8 +54,8 @@ RandomBits random_bits(ir::Graph& g, Value seed, Value offset, int64_t n) {
 Value uniform_01(ir::Graph& g, Value word, DType dtype) {
   int64_t n = g.type(word).shape[0];
   // The top 24 bits scaled by 2^-24: exactly representable, in [0, 1).
-  Value top = ir::binary(g, "stablehlo.shift_right_logical", word, u32(g, 8, n));
-  Value f = ir::binary(g, "stablehlo.multiply", ir::convert(g, top, DType::F32),
+  Value top = ir::binary(g, ir::Op::ShiftRightLogical, word, u32(g, 8, n));
+  Value f = ir::binary(g, ir::Op::Multiply, ir::convert(g, top, DType::F32),
                        ir::full(g, DType::F32, 1.0 / 16777216.0, {n}));
   Value out = ir::convert(g, f, dtype);
   if (dtype == DType::F32 || dtype == DType::F64) return out;
@@ -67,12 +67,12 @@ Value uniform_01(ir::Graph& g, Value word, DType dtype) {
 Value standard_normal(ir::Graph& g, const RandomBits& bits, DType dtype) {
   int64_t n = g.type(bits.word0).shape[0];
   // u1 in (0, 1] so that log(u1) is finite.
-  Value u1 = ir::binary(g, "stablehlo.subtract", ir::full(g, DType::F32, 1.0, {n}), uniform_01(g, bits.word0, DType::F32));
+  Value u1 = ir::binary(g, ir::Op::Subtract, ir::full(g, DType::F32, 1.0, {n}), uniform_01(g, bits.word0, DType::F32));
   Value u2 = uniform_01(g, bits.word1, DType::F32);
-  Value radius = ir::unary(g, "stablehlo.sqrt", ir::binary(g, "stablehlo.multiply", ir::full(g, DType::F32, -2.0, {n}),
-                                                          ir::unary(g, "stablehlo.log", u1)));
-  Value angle = ir::binary(g, "stablehlo.multiply", ir::full(g, DType::F32, 2.0 * M_PI, {n}), u2);
-  return ir::convert(g, ir::binary(g, "stablehlo.multiply", radius, ir::unary(g, "stablehlo.cosine", angle)), dtype);
+  Value radius = ir::unary(g, ir::Op::Sqrt, ir::binary(g, ir::Op::Multiply, ir::full(g, DType::F32, -2.0, {n}),
+                                                          ir::unary(g, ir::Op::Log, u1)));
+  Value angle = ir::binary(g, ir::Op::Multiply, ir::full(g, DType::F32, 2.0 * M_PI, {n}), u2);
+  return ir::convert(g, ir::binary(g, ir::Op::Multiply, radius, ir::unary(g, ir::Op::Cosine, angle)), dtype);
 }
 
 }  // namespace tpu::lowering

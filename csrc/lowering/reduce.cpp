@@ -126,7 +126,7 @@ Value mean(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, DType accu
   Value s = sum(g, x, dims, keepdim, accumulate, accumulate);
   // count == 0 gives 0/0 = NaN, as in ATen.
   Value n = full_like(g, s, static_cast<double>(count));
-  return ir::convert(g, ir::binary(g, "stablehlo.divide", s, n), result);
+  return ir::convert(g, ir::binary(g, ir::Op::Divide, s, n), result);
 }
 
 Value prod(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, DType accumulate, DType result) {
@@ -175,7 +175,7 @@ Value arg_extreme(ir::Graph& g, Value x, std::optional<int64_t> dim, bool keepdi
   // extreme equal to x, or a NaN x, marks a candidate.
   Value hit = ir::compare(g, v, m, ir::Compare::EQ);
   if (ir::is_floating(t.dtype))
-    hit = ir::binary(g, "stablehlo.or", hit, ir::compare(g, v, v, ir::Compare::NE));
+    hit = ir::binary(g, ir::Op::Or, hit, ir::compare(g, v, v, ir::Compare::NE));
   Value index = ir::iota(g, DType::S64, shape, d);
   Value none = ir::full(g, DType::S64, static_cast<double>(shape[d]), shape);
   Value first = ir::reduce(g, ir::select(g, hit, index, none), ir::constant_int(g, DType::S64, INT64_MAX), dims,
@@ -202,11 +202,11 @@ Moments moments(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, doubl
   DType acc = accumulate_dtype(g.type(x).dtype);
   Value xa = ir::convert(g, x, acc);
   Value mu = mean(g, xa, dims, false, acc, acc);
-  Value centered = ir::binary(g, "stablehlo.subtract", xa, expand_reduced(g, mu, shape, dims));
-  Value sq = sum(g, ir::binary(g, "stablehlo.multiply", centered, centered), dims, false, acc, acc);
+  Value centered = ir::binary(g, ir::Op::Subtract, xa, expand_reduced(g, mu, shape, dims));
+  Value sq = sum(g, ir::binary(g, ir::Op::Multiply, centered, centered), dims, false, acc, acc);
   // ATen divides by max(N - correction, 0): a non-positive divisor gives inf/NaN.
   double divisor = std::max(0.0, static_cast<double>(reduced_count(shape, dims)) - correction);
-  Value var = ir::binary(g, "stablehlo.divide", sq, full_like(g, sq, divisor));
+  Value var = ir::binary(g, ir::Op::Divide, sq, full_like(g, sq, divisor));
   return {ir::convert(g, finish(g, var, shape, dims, keepdim), result),
           ir::convert(g, finish(g, mu, shape, dims, keepdim), result)};
 }
@@ -217,11 +217,11 @@ Value logsumexp(ir::Graph& g, Value x, const ir::Dims& dims, bool keepdim, DType
   Value xa = ir::convert(g, x, acc);
   Value m = shift_max(g, xa, dims);
   Value inf = full_like(g, m, std::numeric_limits<double>::infinity());
-  Value is_inf = ir::compare(g, ir::unary(g, "stablehlo.abs", m), inf, ir::Compare::EQ);
+  Value is_inf = ir::compare(g, ir::unary(g, ir::Op::Abs, m), inf, ir::Compare::EQ);
   m = ir::select(g, is_inf, full_like(g, m, 0), m);
-  Value shifted = ir::binary(g, "stablehlo.subtract", xa, expand_reduced(g, m, shape, dims));
-  Value s = sum(g, ir::unary(g, "stablehlo.exponential", shifted), dims, false, acc, acc);
-  Value r = ir::binary(g, "stablehlo.add", ir::unary(g, "stablehlo.log", s), m);
+  Value shifted = ir::binary(g, ir::Op::Subtract, xa, expand_reduced(g, m, shape, dims));
+  Value s = sum(g, ir::unary(g, ir::Op::Exponential, shifted), dims, false, acc, acc);
+  Value r = ir::binary(g, ir::Op::Add, ir::unary(g, ir::Op::Log, s), m);
   return ir::convert(g, finish(g, r, shape, dims, keepdim), result);
 }
 
@@ -229,7 +229,7 @@ Value vector_norm(ir::Graph& g, Value x, double ord, const ir::Dims& dims, bool 
   const ir::Shape shape = g.type(x).shape;
   DType acc = accumulate_dtype(result);
   Value xa = ir::convert(g, x, acc);
-  Value a = ir::unary(g, "stablehlo.abs", xa);
+  Value a = ir::unary(g, ir::Op::Abs, xa);
   Value r;
   if (std::isinf(ord)) {
     r = ord > 0 ? amax(g, a, dims, false) : amin(g, a, dims, false);
@@ -238,11 +238,11 @@ Value vector_norm(ir::Graph& g, Value x, double ord, const ir::Dims& dims, bool 
   } else if (ord == 1) {
     r = sum(g, a, dims, false, acc, acc);
   } else if (ord == 2) {
-    r = ir::unary(g, "stablehlo.sqrt", sum(g, ir::binary(g, "stablehlo.multiply", xa, xa), dims, false, acc, acc));
+    r = ir::unary(g, ir::Op::Sqrt, sum(g, ir::binary(g, ir::Op::Multiply, xa, xa), dims, false, acc, acc));
   } else {
-    Value p = ir::binary(g, "stablehlo.power", a, full_like(g, a, ord));
+    Value p = ir::binary(g, ir::Op::Power, a, full_like(g, a, ord));
     Value s = sum(g, p, dims, false, acc, acc);
-    r = ir::binary(g, "stablehlo.power", s, full_like(g, s, 1.0 / ord));
+    r = ir::binary(g, ir::Op::Power, s, full_like(g, s, 1.0 / ord));
   }
   return ir::convert(g, finish(g, r, shape, dims, keepdim), result);
 }
@@ -252,7 +252,7 @@ Value cumulative(ir::Graph& g, Value x, int64_t dim, ir::Combiner combiner, DTyp
   Value v = ir::convert(g, x, acc);
   const ir::Shape shape = g.type(v).shape;
   if (shape.empty()) return ir::convert(g, v, result);
-  const char* op = combiner == ir::Combiner::Mul ? "stablehlo.multiply" : "stablehlo.add";
+  ir::Op op = combiner == ir::Combiner::Mul ? ir::Op::Multiply : ir::Op::Add;
   Value identity = ir::constant(g, acc, combiner == ir::Combiner::Mul ? 1 : 0);
   int64_t n = shape[dim];
   size_t rank = shape.size();

@@ -37,7 +37,7 @@ Value apply_taps(ir::Graph& g, Value x, int64_t dim, const Taps& taps) {
     r = ir::reshape(g, gathered, rs);
   } else {
     Value w = ir::constant_tensor(g, t.dtype, {taps.out, taps.count}, taps.weight);
-    Value prod = ir::binary(g, "stablehlo.multiply", gathered, ir::broadcast_in_dim(g, w, gs, {0, 1}));
+    Value prod = ir::binary(g, ir::Op::Multiply, gathered, ir::broadcast_in_dim(g, w, gs, {0, 1}));
     r = ir::reduce(g, prod, ir::constant(g, t.dtype, 0), {1}, ir::Combiner::Add);
   }
   return dim == 0 ? r : ir::transpose(g, r, inv);
@@ -55,7 +55,7 @@ Value apply_taps_backward(ir::Graph& g, Value gy, int64_t dim, const Taps& taps)
   Value upd = ir::broadcast_in_dim(g, gt, us, map);
   if (!taps.weight.empty()) {
     Value w = ir::constant_tensor(g, t.dtype, {taps.out, taps.count}, taps.weight);
-    upd = ir::binary(g, "stablehlo.multiply", upd, ir::broadcast_in_dim(g, w, us, {0, 1}));
+    upd = ir::binary(g, ir::Op::Multiply, upd, ir::broadcast_in_dim(g, w, us, {0, 1}));
   }
   ir::Shape zs = rest;
   zs[0] = taps.in;
@@ -255,7 +255,7 @@ Value col2im(ir::Graph& g, Value cols, const ir::Dims& output_size, const Im2Col
       Value placed = ir::pad_interior(g, piece, zero, {0, 0, h0, w0},
                                       {0, 0, hp - (h0 + (oh - 1) * p.stride[0] + 1), wp - (w0 + (ow - 1) * p.stride[1] + 1)},
                                       {0, 0, p.stride[0] - 1, p.stride[1] - 1});
-      sum = sum.valid() ? ir::binary(g, "stablehlo.add", sum, placed) : placed;
+      sum = sum.valid() ? ir::binary(g, ir::Op::Add, sum, placed) : placed;
     }
   return ir::slice(g, sum, {0, 0, p.padding[0], p.padding[1]},
                    {n, c, p.padding[0] + output_size[0], p.padding[1] + output_size[1]});
@@ -277,16 +277,16 @@ struct Ew {
   ir::Shape shape;
   DType dt;
   Value c(double v) const { return ir::full(g, dt, v, shape); }
-  Value add(Value a, Value b) const { return ir::binary(g, "stablehlo.add", a, b); }
-  Value sub(Value a, Value b) const { return ir::binary(g, "stablehlo.subtract", a, b); }
-  Value mul(Value a, Value b) const { return ir::binary(g, "stablehlo.multiply", a, b); }
-  Value div(Value a, Value b) const { return ir::binary(g, "stablehlo.divide", a, b); }
-  Value floor(Value a) const { return ir::unary(g, "stablehlo.floor", a); }
+  Value add(Value a, Value b) const { return ir::binary(g, ir::Op::Add, a, b); }
+  Value sub(Value a, Value b) const { return ir::binary(g, ir::Op::Subtract, a, b); }
+  Value mul(Value a, Value b) const { return ir::binary(g, ir::Op::Multiply, a, b); }
+  Value div(Value a, Value b) const { return ir::binary(g, ir::Op::Divide, a, b); }
+  Value floor(Value a) const { return ir::unary(g, ir::Op::Floor, a); }
   Value lt(Value a, Value b) const { return ir::compare(g, a, b, ir::Compare::LT); }
   Value le(Value a, Value b) const { return ir::compare(g, a, b, ir::Compare::LE); }
   Value ge(Value a, Value b) const { return ir::compare(g, a, b, ir::Compare::GE); }
   Value sel(Value p, Value a, Value b) const { return ir::select(g, p, a, b); }
-  Value land(Value a, Value b) const { return ir::binary(g, "stablehlo.and", a, b); }
+  Value land(Value a, Value b) const { return ir::binary(g, ir::Op::And, a, b); }
 };
 
 // A coordinate and d(coordinate)/d(grid value).
@@ -316,12 +316,12 @@ Coord reflect(const Ew& e, Coord x, int64_t twice_low, int64_t twice_high) {
   Value in = e.sub(x.v, e.c(lo));
   Value neg = e.lt(in, e.c(0));
   Value sign = e.sel(neg, e.c(-1), e.c(1));
-  in = e.sel(neg, ir::unary(e.g, "stablehlo.negate", in), in);
-  Value extra = ir::binary(e.g, "stablehlo.remainder", in, e.c(span));
+  in = e.sel(neg, ir::unary(e.g, ir::Op::Negate, in), in);
+  Value extra = ir::binary(e.g, ir::Op::Remainder, in, e.c(span));
   Value flips = e.floor(e.div(in, e.c(span)));
-  Value even = ir::compare(e.g, ir::binary(e.g, "stablehlo.remainder", flips, e.c(2)), e.c(0), ir::Compare::EQ);
+  Value even = ir::compare(e.g, ir::binary(e.g, ir::Op::Remainder, flips, e.c(2)), e.c(0), ir::Compare::EQ);
   Value v = e.sel(even, e.add(extra, e.c(lo)), e.add(e.sub(e.c(span), extra), e.c(lo)));
-  Value d = e.mul(x.d, e.sel(even, sign, ir::unary(e.g, "stablehlo.negate", sign)));
+  Value d = e.mul(x.d, e.sel(even, sign, ir::unary(e.g, ir::Op::Negate, sign)));
   return {v, d};
 }
 
@@ -357,15 +357,15 @@ struct Sampler {
     Value flat = ir::iota(g, DType::S64, grid_shape, 0);
     int64_t plane = 1;
     for (int64_t s : spatial) plane *= s;
-    flat = ir::binary(g, "stablehlo.multiply", flat, ir::full(g, DType::S64, static_cast<double>(plane), grid_shape));
+    flat = ir::binary(g, ir::Op::Multiply, flat, ir::full(g, DType::S64, static_cast<double>(plane), grid_shape));
     Value ok = ir::full(g, DType::Pred, 1, grid_shape);
     int64_t stride = 1;
     for (int64_t d = k - 1; d >= 0; --d) {
       Value inside = e.land(e.ge(t.pos[d], e.c(0)), e.lt(t.pos[d], e.c(static_cast<double>(spatial[d]))));
       ok = e.land(ok, inside);
       Value i = ir::convert(g, e.sel(inside, t.pos[d], e.c(0)), DType::S64);
-      i = ir::binary(g, "stablehlo.multiply", i, ir::full(g, DType::S64, static_cast<double>(stride), grid_shape));
-      flat = ir::binary(g, "stablehlo.add", flat, i);
+      i = ir::binary(g, ir::Op::Multiply, i, ir::full(g, DType::S64, static_cast<double>(stride), grid_shape));
+      flat = ir::binary(g, ir::Op::Add, flat, i);
       stride *= spatial[d];
     }
     return {flat, ok};
@@ -395,7 +395,7 @@ std::vector<Tap> sample_taps(const Ew& e, const std::vector<Value>& comps, const
   std::vector<Tap> taps;
   if (p.interpolation == 1) {
     Tap t;
-    for (int64_t d = 0; d < k; ++d) t.pos.push_back(ir::unary(e.g, "stablehlo.round_nearest_even", src[d].v));
+    for (int64_t d = 0; d < k; ++d) t.pos.push_back(ir::unary(e.g, ir::Op::RoundNearestEven, src[d].v));
     t.weight = e.c(1);
     taps.push_back(t);
     return taps;
@@ -444,7 +444,7 @@ std::vector<Tap> sample_taps(const Ew& e, const std::vector<Value>& comps, const
     return std::vector<Value>{c2(e.add(t, e.c(1))), c1(t), c1(x2), c2(e.add(x2, e.c(1)))};
   };
   auto dcoeffs = [&](Value t) {
-    Value x0 = e.sub(e.c(-1), t), x1 = ir::unary(e.g, "stablehlo.negate", t), x2 = e.sub(e.c(1), t),
+    Value x0 = e.sub(e.c(-1), t), x1 = ir::unary(e.g, ir::Op::Negate, t), x2 = e.sub(e.c(1), t),
           x3 = e.sub(e.c(2), t);
     return std::vector<Value>{
         e.sub(e.mul(e.sub(e.mul(e.c(-3 * a), x0), e.c(10 * a)), x0), e.c(8 * a)),
@@ -468,8 +468,8 @@ std::vector<Tap> sample_taps(const Ew& e, const std::vector<Value>& comps, const
       t.wx = cx[j];
       t.wy = cy[i];
       // ATen's coefficient gradients are taken along the tap distance (-t): negate.
-      t.dweight = {ir::unary(e.g, "stablehlo.negate", e.mul(cx[j], dcy[i])),
-                   ir::unary(e.g, "stablehlo.negate", e.mul(dcx[j], cy[i]))};
+      t.dweight = {ir::unary(e.g, ir::Op::Negate, e.mul(cx[j], dcy[i])),
+                   ir::unary(e.g, ir::Op::Negate, e.mul(dcx[j], cy[i]))};
       taps.push_back(t);
     }
   return taps;
@@ -533,9 +533,9 @@ Value grid_sample(ir::Graph& g, Value input, Value grid, const GridSampleParams&
   ir::Dims map;
   for (int64_t q = 0; q < static_cast<int64_t>(s.grid_shape.size()); ++q) map.push_back(q);
   auto weighted = [&](Value v, Value w) {
-    return ir::binary(g, "stablehlo.multiply", v, ir::broadcast_in_dim(g, w, g.type(v).shape, map));
+    return ir::binary(g, ir::Op::Multiply, v, ir::broadcast_in_dim(g, w, g.type(v).shape, map));
   };
-  auto plus = [&](Value a, Value b) { return a.valid() ? ir::binary(g, "stablehlo.add", a, b) : b; };
+  auto plus = [&](Value a, Value b) { return a.valid() ? ir::binary(g, ir::Op::Add, a, b) : b; };
   if (p.interpolation == 2) {
     // As ATen: each of the 4 rows interpolated along x, then the rows along y.
     for (int i = 0; i < 4; ++i) {
@@ -547,8 +547,8 @@ Value grid_sample(ir::Graph& g, Value input, Value grid, const GridSampleParams&
   }
   for (const Tap& t : taps) {
     Value v = s.values(e, t);
-    Value term = ir::binary(g, "stablehlo.multiply", v, ir::broadcast_in_dim(g, t.weight, g.type(v).shape, map));
-    out = out.valid() ? ir::binary(g, "stablehlo.add", out, term) : term;
+    Value term = ir::binary(g, ir::Op::Multiply, v, ir::broadcast_in_dim(g, t.weight, g.type(v).shape, map));
+    out = out.valid() ? ir::binary(g, ir::Op::Add, out, term) : term;
   }
   return channels_first(g, out);
 }
@@ -572,7 +572,7 @@ GridSampleGrads grid_sample_backward(ir::Graph& g, Value grad, Value input, Valu
     for (const Tap& t : taps) {
       auto [flat, ok] = s.locate(e, t);
       Value w = e.sel(ok, t.weight, e.c(0));
-      Value upd = ir::binary(g, "stablehlo.multiply", gy, ir::broadcast_in_dim(g, w, vs, map));
+      Value upd = ir::binary(g, ir::Op::Multiply, gy, ir::broadcast_in_dim(g, w, vs, map));
       acc_rows = ir::scatter_rows(g, acc_rows, flat, upd, ir::Combiner::Add);
     }
     ir::Shape is = g.type(input).shape;
@@ -586,7 +586,7 @@ GridSampleGrads grid_sample_backward(ir::Graph& g, Value grad, Value input, Valu
     if (p.interpolation != 1) {
       for (const Tap& t : taps) {
         // sum over channels of grad * value, per grid point
-        Value gv = ir::reduce(g, ir::binary(g, "stablehlo.multiply", gy, s.values(e, t)), ir::constant(g, acc, 0),
+        Value gv = ir::reduce(g, ir::binary(g, ir::Op::Multiply, gy, s.values(e, t)), ir::constant(g, acc, 0),
                               {static_cast<int64_t>(vs.size()) - 1}, ir::Combiner::Add);
         for (int64_t d = 0; d < k; ++d) {
           Value term = e.mul(gv, t.dweight[d]);

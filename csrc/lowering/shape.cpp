@@ -11,7 +11,7 @@ Value triangular(ir::Graph& g, Value x, int64_t diagonal, bool lower) {
   // col - row compared with the diagonal, over the last two dims.
   Value row = ir::iota(g, DType::S64, t.shape, r - 2);
   Value col = ir::iota(g, DType::S64, t.shape, r - 1);
-  Value offset = ir::binary(g, "stablehlo.subtract", col, row);
+  Value offset = ir::binary(g, ir::Op::Subtract, col, row);
   Value diag = ir::full(g, DType::S64, static_cast<double>(diagonal), t.shape);
   Value keep = ir::compare(g, offset, diag, lower ? ir::Compare::LE : ir::Compare::GE);
   return ir::select(g, keep, x, ir::full(g, t.dtype, 0, t.shape));
@@ -58,8 +58,8 @@ Value repeat(ir::Graph& g, Value x, const ir::Dims& repeats) {
 Value arange(ir::Graph& g, Value start, Value step, int64_t size, DType compute, DType result) {
   ir::Shape shape{size};
   Value i = ir::convert(g, ir::iota(g, DType::S64, shape, 0), compute);  // exact beyond 2^24
-  Value v = ir::binary(g, "stablehlo.multiply", ir::broadcast_in_dim(g, step, shape, {}), i);
-  v = ir::binary(g, "stablehlo.add", ir::broadcast_in_dim(g, start, shape, {}), v);
+  Value v = ir::binary(g, ir::Op::Multiply, ir::broadcast_in_dim(g, step, shape, {}), i);
+  v = ir::binary(g, ir::Op::Add, ir::broadcast_in_dim(g, start, shape, {}), v);
   return ir::convert(g, v, result);
 }
 
@@ -67,11 +67,11 @@ Value linspace(ir::Graph& g, Value start, Value end, Value step, int64_t size, D
   ir::Shape shape{size};
   Value i = ir::convert(g, ir::iota(g, DType::S64, shape, 0), compute);  // exact beyond 2^24
   Value stepv = ir::broadcast_in_dim(g, step, shape, {});
-  Value front = ir::binary(g, "stablehlo.add", ir::broadcast_in_dim(g, start, shape, {}),
-                           ir::binary(g, "stablehlo.multiply", stepv, i));
-  Value from_end = ir::binary(g, "stablehlo.subtract", ir::full(g, compute, static_cast<double>(size - 1), shape), i);
-  Value back = ir::binary(g, "stablehlo.subtract", ir::broadcast_in_dim(g, end, shape, {}),
-                          ir::binary(g, "stablehlo.multiply", stepv, from_end));
+  Value front = ir::binary(g, ir::Op::Add, ir::broadcast_in_dim(g, start, shape, {}),
+                           ir::binary(g, ir::Op::Multiply, stepv, i));
+  Value from_end = ir::binary(g, ir::Op::Subtract, ir::full(g, compute, static_cast<double>(size - 1), shape), i);
+  Value back = ir::binary(g, ir::Op::Subtract, ir::broadcast_in_dim(g, end, shape, {}),
+                          ir::binary(g, ir::Op::Multiply, stepv, from_end));
   Value first_half = ir::compare(g, ir::iota(g, DType::S64, shape, 0), ir::full(g, DType::S64, size / 2, shape),
                                  ir::Compare::LT);
   return ir::convert(g, ir::select(g, first_half, front, back), result);

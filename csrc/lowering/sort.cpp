@@ -16,11 +16,11 @@ Value int_full(ir::Graph& g, DType dtype, int64_t v, const ir::Shape& shape) {
   return ir::broadcast_in_dim(g, ir::constant_int(g, dtype, v), shape, {});
 }
 Value s64_full(ir::Graph& g, int64_t v, const ir::Shape& shape) { return int_full(g, DType::S64, v, shape); }
-Value bin(ir::Graph& g, const char* op, Value a, Value b) { return ir::binary(g, op, a, b); }
+Value bin(ir::Graph& g, ir::Op op, Value a, Value b) { return ir::binary(g, op, a, b); }
 Value cmp(ir::Graph& g, Value a, Value b, ir::Compare c) { return ir::compare(g, a, b, c); }
-Value and_(ir::Graph& g, Value a, Value b) { return bin(g, "stablehlo.and", a, b); }
-Value or_(ir::Graph& g, Value a, Value b) { return bin(g, "stablehlo.or", a, b); }
-Value not_(ir::Graph& g, Value a) { return ir::unary(g, "stablehlo.not", a); }
+Value and_(ir::Graph& g, Value a, Value b) { return bin(g, ir::Op::And, a, b); }
+Value or_(ir::Graph& g, Value a, Value b) { return bin(g, ir::Op::Or, a, b); }
+Value not_(ir::Graph& g, Value a) { return ir::unary(g, ir::Op::Not, a); }
 
 // x along `dim` moved `step` places later (towards higher indices); the first
 // `step` places hold `fill` (a scalar of x's dtype).
@@ -56,7 +56,7 @@ Value zero_of(ir::Graph& g, Value x) { return ir::constant(g, g.type(x).dtype, 0
 // The high and low u32 halves of a u64 value.
 std::pair<Value, Value> halves(ir::Graph& g, Value bits) {
   const ir::Shape shape = g.type(bits).shape;
-  Value hi = bin(g, "stablehlo.shift_right_logical", bits, int_full(g, DType::U64, 32, shape));
+  Value hi = bin(g, ir::Op::ShiftRightLogical, bits, int_full(g, DType::U64, 32, shape));
   Value lo = and_(g, bits, int_full(g, DType::U64, 0xffffffffLL, shape));
   return {ir::convert(g, hi, DType::U32), ir::convert(g, lo, DType::U32)};
 }
@@ -74,7 +74,7 @@ Value float_key(ir::Graph& g, Value bits, int width) {
   Value magnitude = and_(g, bits, c(all & ~sign));
   Value negative = cmp(g, and_(g, bits, c(sign)), c(0), ir::Compare::NE);
   Value zero = cmp(g, magnitude, c(0), ir::Compare::EQ);
-  Value key = ir::select(g, negative, bin(g, "stablehlo.xor", bits, c(all)), or_(g, bits, c(sign)));
+  Value key = ir::select(g, negative, bin(g, ir::Op::Xor, bits, c(all)), or_(g, bits, c(sign)));
   return ir::select(g, zero, c(sign), key);
 }
 
@@ -102,7 +102,7 @@ std::vector<Value> sort_digits(ir::Graph& g, Value x) {
       return {ir::convert(g, x, DType::U32)};
     case DType::S8: case DType::S16: case DType::S32: {
       Value bits = ir::bitcast_convert(g, ir::convert(g, x, DType::S32), DType::U32, shape);
-      return {bin(g, "stablehlo.xor", bits, int_full(g, DType::U32, 0x80000000LL, shape))};
+      return {bin(g, ir::Op::Xor, bits, int_full(g, DType::U32, 0x80000000LL, shape))};
     }
     case DType::F16: case DType::BF16: {
       Value bits = ir::convert(g, ir::bitcast_convert(g, x, DType::U16, shape), DType::U32);
@@ -116,7 +116,7 @@ std::vector<Value> sort_digits(ir::Graph& g, Value x) {
     }
     case DType::S64: {
       auto [hi, lo] = halves(g, ir::bitcast_convert(g, x, DType::U64, shape));
-      return {bin(g, "stablehlo.xor", hi, int_full(g, DType::U32, 0x80000000LL, shape)), lo};
+      return {bin(g, ir::Op::Xor, hi, int_full(g, DType::U32, 0x80000000LL, shape)), lo};
     }
     case DType::F64: {
       Value key = float_bits_key(g, ir::bitcast_convert(g, x, DType::U64, shape), 64, 0x7ff0000000000000ULL);
@@ -142,7 +142,7 @@ Value sort_indices(ir::Graph& g, Value x, int64_t dim, bool descending) {
   for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
     Value key = descending ? not_(g, *it) : *it;
     if (perm.valid()) key = gather_dim(g, key, dim, perm);
-    Value packed = or_(g, bin(g, "stablehlo.shift_left", ir::convert(g, key, DType::U64), thirty_two), position);
+    Value packed = or_(g, bin(g, ir::Op::ShiftLeft, ir::convert(g, key, DType::U64), thirty_two), position);
     Value sorted = ir::sort(g, packed, dim, ir::Combiner::LessThan);
     Value p = ir::convert(g, and_(g, sorted, low_mask), DType::S64);
     perm = perm.valid() ? gather_dim(g, perm, dim, p) : p;
@@ -211,9 +211,9 @@ ValuesIndices median(ir::Graph& g, Value x, int64_t dim, bool ignore_nan) {
   if (ir::is_floating(g.type(x).dtype)) {
     // NaNs sort last: nan_count of them end each row.
     Value nans = row_reduce(g, ir::convert(g, is_nan(g, x), DType::S64), dim, DType::S64, 0, ir::Combiner::Add);
-    Value finite = bin(g, "stablehlo.subtract", s64_full(g, n, out), nans);
+    Value finite = bin(g, ir::Op::Subtract, s64_full(g, n, out), nans);
     if (ignore_nan) {
-      Value half = bin(g, "stablehlo.divide", bin(g, "stablehlo.subtract", finite, s64_full(g, 1, out)),
+      Value half = bin(g, ir::Op::Divide, bin(g, ir::Op::Subtract, finite, s64_full(g, 1, out)),
                        s64_full(g, 2, out));
       pos = ir::select(g, cmp(g, finite, s64_full(g, 0, out), ir::Compare::GT), half, s64_full(g, 0, out));
     } else {
@@ -238,9 +238,9 @@ ValuesIndices mode(ir::Graph& g, Value x, int64_t dim) {
   // Where each element's run starts: a running max of the start positions.
   Value run_start = ir::select(g, start, i, s64_full(g, 0, shape));
   for (int64_t step = 1; step < n; step *= 2)
-    run_start = bin(g, "stablehlo.maximum", run_start,
+    run_start = bin(g, ir::Op::Maximum, run_start,
                     shift_later(g, run_start, dim, step, ir::constant_int(g, DType::S64, 0)));
-  Value length = bin(g, "stablehlo.add", bin(g, "stablehlo.subtract", i, run_start), s64_full(g, 1, shape));
+  Value length = bin(g, ir::Op::Add, bin(g, ir::Op::Subtract, i, run_start), s64_full(g, 1, shape));
   Value score = ir::select(g, end, length, s64_full(g, 0, shape));
   Value best = row_reduce(g, score, dim, DType::S64, 0, ir::Combiner::Max);
   Value is_best = cmp(g, score, ir::broadcast_in_dim(g, best, shape, [&] {
@@ -286,13 +286,13 @@ Value logcumsumexp(ir::Graph& g, Value x, int64_t dim) {
   for (int64_t step = 1; step < shape[dim]; step *= 2) {
     Value p = shift_later(g, v, dim, step, minus_inf);
     Value hi = nan_max(g, v, p);
-    Value lo = bin(g, "stablehlo.minimum", v, p);
-    Value r = bin(g, "stablehlo.add", hi,
-                  ir::unary(g, "stablehlo.log_plus_one",
-                            ir::unary(g, "stablehlo.exponential", bin(g, "stablehlo.subtract", lo, hi))));
+    Value lo = bin(g, ir::Op::Minimum, v, p);
+    Value r = bin(g, ir::Op::Add, hi,
+                  ir::unary(g, ir::Op::LogPlusOne,
+                            ir::unary(g, ir::Op::Exponential, bin(g, ir::Op::Subtract, lo, hi))));
     // Infinite maxima (both -inf, or +inf) are the result as they are.
     Value inf = splat(g, hi, std::numeric_limits<double>::infinity());
-    v = ir::select(g, cmp(g, ir::unary(g, "stablehlo.abs", hi), inf, ir::Compare::EQ), hi, r);
+    v = ir::select(g, cmp(g, ir::unary(g, ir::Op::Abs, hi), inf, ir::Compare::EQ), hi, r);
   }
   return ir::convert(g, v, dtype);
 }
@@ -308,19 +308,19 @@ Value search_sorted(ir::Graph& g, Value sorted, Value values, bool right) {
     // Row r of `sorted` serves the values of row r: flat position / N.
     int64_t n = vshape.back();
     int64_t count = ir::numel(vshape);
-    Value row = bin(g, "stablehlo.divide", ir::iota(g, DType::S64, {count}, 0), s64_full(g, n, {count}));
-    base = ir::reshape(g, bin(g, "stablehlo.multiply", row, s64_full(g, m, {count})), vshape);
+    Value row = bin(g, ir::Op::Divide, ir::iota(g, DType::S64, {count}, 0), s64_full(g, n, {count}));
+    base = ir::reshape(g, bin(g, ir::Op::Multiply, row, s64_full(g, m, {count})), vshape);
   }
   Value lo = s64_full(g, 0, vshape), hi = s64_full(g, m, vshape);
   Value one = s64_full(g, 1, vshape), two = s64_full(g, 2, vshape);
   for (int64_t span = m; span > 0; span /= 2) {
-    Value mid = bin(g, "stablehlo.divide", bin(g, "stablehlo.add", lo, hi), two);
-    Value at = bin(g, "stablehlo.add", base, clamp_index(g, mid, m));
+    Value mid = bin(g, ir::Op::Divide, bin(g, ir::Op::Add, lo, hi), two);
+    Value at = bin(g, ir::Op::Add, base, clamp_index(g, mid, m));
     Value boundary = ir::reshape(g, ir::gather_rows(g, flat, ir::reshape(g, at, vshape)), vshape);
     // ATen's lower/upper bound: go right while !(boundary >= v) (right: !(boundary > v)).
     Value go_right = not_(g, cmp(g, boundary, values, right ? ir::Compare::GT : ir::Compare::GE));
     Value active = cmp(g, lo, hi, ir::Compare::LT);
-    lo = ir::select(g, and_(g, active, go_right), bin(g, "stablehlo.add", mid, one), lo);
+    lo = ir::select(g, and_(g, active, go_right), bin(g, ir::Op::Add, mid, one), lo);
     hi = ir::select(g, and_(g, active, not_(g, go_right)), mid, hi);
   }
   return lo;
@@ -350,7 +350,7 @@ Value run_count(ir::Graph& g, const Runs& r) {
 
 RunResults run_results(ir::Graph& g, const Runs& r, int64_t count) {
   int64_t n = g.type(r.values).shape.at(0);
-  Value id = bin(g, "stablehlo.subtract", prefix_sum(g, ir::convert(g, r.first, DType::S64)), s64_full(g, 1, {n}));
+  Value id = bin(g, ir::Op::Subtract, prefix_sum(g, ir::convert(g, r.first, DType::S64)), s64_full(g, 1, {n}));
   RunResults out;
   Value firsts = ir::select(g, r.first, id, s64_full(g, -1, {n}));
   out.values = ir::scatter_rows(g, ir::full(g, g.type(r.values).dtype, 0, {count}), firsts, r.values,
@@ -376,7 +376,7 @@ Value isin(ir::Graph& g, Value elements, Value test) {
     return ir::reshape(g, ir::gather_rows(g, key, ir::reshape(g, clamp_index(g, pos, m), eshape)), eshape);
   };
   for (int64_t span = m; span > 0; span /= 2) {
-    Value mid = bin(g, "stablehlo.divide", bin(g, "stablehlo.add", lo, hi), two);
+    Value mid = bin(g, ir::Op::Divide, bin(g, ir::Op::Add, lo, hi), two);
     // Lexicographic key[mid] < wanted, most significant digit first.
     Value less = ir::full(g, DType::Pred, 0, eshape);
     for (size_t d = keys.size(); d-- > 0;) {
@@ -384,7 +384,7 @@ Value isin(ir::Graph& g, Value elements, Value test) {
       less = or_(g, cmp(g, b, wanted[d], ir::Compare::LT), and_(g, cmp(g, b, wanted[d], ir::Compare::EQ), less));
     }
     Value active = cmp(g, lo, hi, ir::Compare::LT);
-    lo = ir::select(g, and_(g, active, less), bin(g, "stablehlo.add", mid, one), lo);
+    lo = ir::select(g, and_(g, active, less), bin(g, ir::Op::Add, mid, one), lo);
     hi = ir::select(g, and_(g, active, not_(g, less)), mid, hi);
   }
   Value found = cmp(g, lo, s64_full(g, m, eshape), ir::Compare::LT);
@@ -407,8 +407,8 @@ Value edge_bin(ir::Graph& g, Value x, Value edges) {
   int64_t e = g.type(edges).shape.at(0);
   Value first = ir::broadcast_in_dim(g, ir::reshape(g, ir::slice(g, edges, {0}, {1}), {}), {n}, {});
   Value last = ir::broadcast_in_dim(g, ir::reshape(g, ir::slice(g, edges, {e - 1}, {e}), {}), {n}, {});
-  Value pos = bin(g, "stablehlo.subtract", search_sorted(g, edges, x, /*right=*/true), s64_full(g, 1, {n}));
-  pos = bin(g, "stablehlo.minimum", pos, s64_full(g, e - 2, {n}));  // x == last edge: the last bin
+  Value pos = bin(g, ir::Op::Subtract, search_sorted(g, edges, x, /*right=*/true), s64_full(g, 1, {n}));
+  pos = bin(g, ir::Op::Minimum, pos, s64_full(g, e - 2, {n}));  // x == last edge: the last bin
   Value inside = and_(g, cmp(g, x, first, ir::Compare::GE), cmp(g, x, last, ir::Compare::LE));
   return ir::select(g, inside, pos, s64_full(g, -1, {n}));
 }

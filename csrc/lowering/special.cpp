@@ -59,7 +59,7 @@ constexpr double kPi = 3.14159265358979323846;
 
 // The shared formula vocabulary plus Cephes' series helpers.
 struct M : Formula {
-  Value acos(Value x) { return un("chlo.acos", x); }
+  Value acos(Value x) { return un(ir::Op::Acos, x); }
   Value trunc(Value x) { return lowering::trunc(g, x); }
   // Horner over n coefficients, highest power first (Cephes polevl).
   Value polevl(Value x, const double* coef, int n) {
@@ -148,7 +148,7 @@ struct Igamma {
     Value sum = sum_terms(m.div(q_products, m.add(wide(a), j)));  // (-x)^j / j! / (a + j)
     Value logx = m.log(x);
     // lgamma(1 + a) = lgamma(a) + log(a).
-    Value head = m.neg(m.un("stablehlo.exponential_minus_one", m.sub(m.mul(a, logx), m.add(lgamma_a, m.log(a)))));
+    Value head = m.neg(m.un(ir::Op::ExponentialMinusOne, m.sub(m.mul(a, logx), m.add(lgamma_a, m.log(a)))));
     return m.sub(head, m.mul(m.exp(m.sub(m.mul(a, logx), lgamma_a)), sum));
   }
 
@@ -249,7 +249,7 @@ Value igammac(Graph& g, Value a, Value x) {
 Value lgamma(Graph& g, Value x) {
   M m{g};
   // XLA's lgamma; CPU gives +inf at -inf as at the poles.
-  Value r = m.un("chlo.lgamma", x);
+  Value r = m.un(ir::Op::Lgamma, x);
   return m.sel(m.eq(x, -INFINITY), INFINITY, r);
 }
 
@@ -352,7 +352,7 @@ Value polygamma(Graph& g, int64_t n, Value x) {
 
 // ------------------------------------------------------------ error function relatives
 
-Value erfc(Graph& g, Value x) { return ir::unary(g, "chlo.erfc", x); }
+Value erfc(Graph& g, Value x) { return ir::unary(g, ir::Op::Erfc, x); }
 
 Value erfcx(Graph& g, Value x) {
   M m{g};
@@ -743,7 +743,7 @@ Value nextafter(Graph& g, Value a, Value b) {
   Value stepped = m.sel(toward_larger_magnitude, m.add(bits, one), m.sub(bits, one));
   // From zero: the smallest subnormal with b's sign.
   Value sign = m.sel(signbit(g, b), int_splat(g, bits, int64_t{1} << (width - 1)), int_splat(g, bits, 0));
-  Value tiny = ir::binary(g, "stablehlo.or", sign, one);
+  Value tiny = ir::binary(g, ir::Op::Or, sign, one);
   Value r = ir::bitcast_convert(g, m.sel(m.eq(a, 0.0), tiny, stepped), t.dtype, t.shape);
   r = m.sel(m.eq(a, b), b, r);
   return m.sel(m.or_(m.isnan(a), m.isnan(b)), m.add(a, b), r);
@@ -781,20 +781,20 @@ std::pair<Value, Value> frexp_parts(Graph& g, Value x) {
   Value bits = ir::bitcast_convert(g, x, fb.int_type, t.shape);
   int64_t exp_mask = (int64_t{1} << (fb.width - 1 - fb.mantissa_bits)) - 1;
   int64_t mant_mask = (int64_t{1} << fb.mantissa_bits) - 1;
-  Value sign = ir::binary(g, "stablehlo.and", bits, ki(std::numeric_limits<int64_t>::min() >> (64 - fb.width)));
-  Value field = ir::binary(g, "stablehlo.and",
-                           ir::binary(g, "stablehlo.shift_right_logical", bits, ki(fb.mantissa_bits)), ki(exp_mask));
-  Value mant = ir::binary(g, "stablehlo.and", bits, ki(mant_mask));
+  Value sign = ir::binary(g, ir::Op::And, bits, ki(std::numeric_limits<int64_t>::min() >> (64 - fb.width)));
+  Value field = ir::binary(g, ir::Op::And,
+                           ir::binary(g, ir::Op::ShiftRightLogical, bits, ki(fb.mantissa_bits)), ki(exp_mask));
+  Value mant = ir::binary(g, ir::Op::And, bits, ki(mant_mask));
   Value half_exponent = ki((fb.bias - 1) << fb.mantissa_bits);
   // Normal numbers: exponent field - (bias - 1), mantissa rebased to [0.5, 1).
   Value normal_e = m.sub(field, ki(fb.bias - 1));
-  Value normal_m = ir::binary(g, "stablehlo.or", ir::binary(g, "stablehlo.or", sign, half_exponent), mant);
+  Value normal_m = ir::binary(g, ir::Op::Or, ir::binary(g, ir::Op::Or, sign, half_exponent), mant);
   // Subnormals (integer arithmetic only: the device may flush them to zero).
-  Value lz = m.sub(ir::unary(g, "stablehlo.count_leading_zeros", mant), ki(fb.width - fb.mantissa_bits));
+  Value lz = m.sub(ir::unary(g, ir::Op::CountLeadingZeros, mant), ki(fb.width - fb.mantissa_bits));
   Value sub_e = m.sub(ki(1 - fb.bias), lz);
-  Value shifted = ir::binary(g, "stablehlo.shift_left", mant, m.add(lz, ki(1)));
-  Value sub_m = ir::binary(g, "stablehlo.or", ir::binary(g, "stablehlo.or", sign, half_exponent),
-                           ir::binary(g, "stablehlo.and", shifted, ki(mant_mask)));
+  Value shifted = ir::binary(g, ir::Op::ShiftLeft, mant, m.add(lz, ki(1)));
+  Value sub_m = ir::binary(g, ir::Op::Or, ir::binary(g, ir::Op::Or, sign, half_exponent),
+                           ir::binary(g, ir::Op::And, shifted, ki(mant_mask)));
   Value is_sub = m.eq(field, ki(0));
   Value e = m.sel(is_sub, sub_e, normal_e);
   Value mb = m.sel(is_sub, sub_m, normal_m);

@@ -17,14 +17,14 @@ using ir::Shape;
 using ir::Value;
 using Values = std::vector<Value>;
 
-Value add(Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.add", a, b); }
-Value sub(Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.subtract", a, b); }
-Value mul(Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.multiply", a, b); }
-Value div(Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.divide", a, b); }
-Value vmax(Graph& g, Value a, Value b) { return ir::binary(g, "stablehlo.maximum", a, b); }
-Value sqrt(Graph& g, Value x) { return ir::unary(g, "stablehlo.sqrt", x); }
-Value abs(Graph& g, Value x) { return ir::unary(g, "stablehlo.abs", x); }
-Value neg(Graph& g, Value x) { return ir::unary(g, "stablehlo.negate", x); }
+Value add(Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Add, a, b); }
+Value sub(Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Subtract, a, b); }
+Value mul(Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Multiply, a, b); }
+Value div(Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Divide, a, b); }
+Value vmax(Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Maximum, a, b); }
+Value sqrt(Graph& g, Value x) { return ir::unary(g, ir::Op::Sqrt, x); }
+Value abs(Graph& g, Value x) { return ir::unary(g, ir::Op::Abs, x); }
+Value neg(Graph& g, Value x) { return ir::unary(g, ir::Op::Negate, x); }
 Value cmp(Graph& g, Value a, Value b, ir::Compare c) { return ir::compare(g, a, b, c); }
 Value zero_s64(Graph& g) { return ir::constant_int(g, DType::S64, 0); }
 
@@ -293,7 +293,7 @@ Eigh eigh(Graph& g, Value a, bool upper, bool compute_vectors) {
     // Converged once the off-diagonal part is below rounding of the whole.
     Value pending = any(r, cmp(r, off, mul(r, total, splat(r, total, eps * eps)), ir::Compare::GT));
     Value more = cmp(r, c[0], ir::constant_int(r, DType::S64, kMaxSweeps), ir::Compare::LT);
-    return ir::binary(r, "stablehlo.and", pending, more);
+    return ir::binary(r, ir::Op::And, pending, more);
   };
   auto round = [&](Graph& r, Value, const Values& c) -> Values {
     Value M = c[0];
@@ -302,9 +302,9 @@ Eigh eigh(Graph& g, Value a, bool upper, bool compute_vectors) {
     Value app = ir::reshape(r, slice_axis(r, d, 2, 0, 1), {batch, h});
     Value aqq = ir::reshape(r, slice_axis(r, d, 2, 1, 2), {batch, h});
     // M[2i, 2i+1]: the superdiagonal entries at even rows.
-    Value even_row = cmp(r, ir::binary(r, "stablehlo.remainder", ir::iota(r, DType::S64, ms, 1), ir::full(r, DType::S64, 2, ms)),
+    Value even_row = cmp(r, ir::binary(r, ir::Op::Remainder, ir::iota(r, DType::S64, ms, 1), ir::full(r, DType::S64, 2, ms)),
                          ir::full(r, DType::S64, 0, ms), ir::Compare::EQ);
-    Value super = ir::binary(r, "stablehlo.and", even_row, index_pair(r, ms, 2, 1, 1, ir::Compare::EQ));
+    Value super = ir::binary(r, ir::Op::And, even_row, index_pair(r, ms, 2, 1, 1, ir::Compare::EQ));
     Value upper_entries = sum(r, ir::select(r, super, M, splat(r, M, 0)), {2});  // [B, N]
     Value apq = ir::reshape(r, slice_axis(r, ir::reshape(r, upper_entries, {batch, h, 2}), 2, 0, 1), {batch, h});
     auto [cs, sn] = jacobi_rotation(r, app, aqq, apq, cmp(r, apq, splat(r, apq, 0), ir::Compare::EQ));
@@ -313,12 +313,12 @@ Eigh eigh(Graph& g, Value a, bool upper, bool compute_vectors) {
     // The rotated pairs' off-diagonal entries are zero by construction: drop
     // their rounding noise so the convergence test sees only real coupling.
     Value odd_row_sub = index_pair(r, ms, 2, 1, -1, ir::Compare::EQ);
-    Value pair_off = ir::binary(r, "stablehlo.or", super, ir::binary(r, "stablehlo.and", odd_row_sub,
-                                                                      ir::unary(r, "stablehlo.not", even_row)));
+    Value pair_off = ir::binary(r, ir::Op::Or, super, ir::binary(r, ir::Op::And, odd_row_sub,
+                                                                      ir::unary(r, ir::Op::Not, even_row)));
     M = ir::select(r, pair_off, splat(r, M, 0), M);
     // Their diagonal entries by the accurate update app - t apq, aqq + t apq
     // (t = s / c) rather than the rotated sums, which accumulate rounding.
-    Value t = ir::binary(r, "stablehlo.divide", sn, cs);
+    Value t = ir::binary(r, ir::Op::Divide, sn, cs);
     Value shift = mul(r, t, apq);
     Value new_diag = ir::reshape(r, ir::concatenate(r, {ir::reshape(r, sub(r, app, shift), {batch, h, 1}),
                                                         ir::reshape(r, add(r, aqq, shift), {batch, h, 1})}, 2),
@@ -365,7 +365,7 @@ Svd svd(Graph& g, Value a, bool full_matrices, bool compute_uv) {
 
   auto cond = [&](Graph& r, const Values& c) -> Value {
     Value more = cmp(r, c[0], ir::constant_int(r, DType::S64, kMaxSweeps), ir::Compare::LT);
-    return ir::binary(r, "stablehlo.and", c[1], more);
+    return ir::binary(r, ir::Op::And, c[1], more);
   };
   auto round = [&](Graph& r, Value, const Values& c) -> Values {
     Value rotated = c[0], M = c[1];
@@ -375,9 +375,9 @@ Svd svd(Graph& g, Value a, bool full_matrices, bool compute_uv) {
     Value alpha = gram(xp, xp), beta = gram(xq, xq), gamma = gram(xp, xq);
     // Rotate only pairs not yet orthogonal to working precision.
     Value bound = mul(r, splat(r, alpha, tol), mul(r, sqrt(r, alpha), sqrt(r, beta)));
-    Value skip = ir::unary(r, "stablehlo.not", cmp(r, abs(r, gamma), bound, ir::Compare::GT));
+    Value skip = ir::unary(r, ir::Op::Not, cmp(r, abs(r, gamma), bound, ir::Compare::GT));
     auto [cs, sn] = jacobi_rotation(r, alpha, beta, gamma, skip);
-    Values next{ir::binary(r, "stablehlo.or", rotated, any(r, ir::unary(r, "stablehlo.not", skip))),
+    Values next{ir::binary(r, ir::Op::Or, rotated, any(r, ir::unary(r, ir::Op::Not, skip))),
                 tournament_move(r, rotate_pairs(r, M, 2, cs, sn), 2)};
     if (compute_uv) next.push_back(tournament_move(r, rotate_pairs(r, c[2], 2, cs, sn), 2));
     return next;

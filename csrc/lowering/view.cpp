@@ -120,8 +120,8 @@ std::vector<Value> box_start(ir::Graph& g, const StorageBox& box, Value offset) 
       continue;
     }
     Value s = ir::constant_int(g, ir::DType::S64, stride);
-    start.push_back(ir::binary(g, "stablehlo.divide", rest, s));
-    rest = ir::binary(g, "stablehlo.remainder", rest, s);
+    start.push_back(ir::binary(g, ir::Op::Divide, rest, s));
+    rest = ir::binary(g, ir::Op::Remainder, rest, s);
   }
   return start;
 }
@@ -138,9 +138,9 @@ Value element_indices(ir::Graph& g, const StridedView& v, std::optional<Value> d
   Value index = ir::broadcast_in_dim(g, offset_value(g, v, dynamic_offset), shape, {});
   for (size_t d = 0; d < shape.size(); ++d) {
     if (v.sizes[d] <= 1 || v.strides[d] == 0) continue;
-    Value term = ir::binary(g, "stablehlo.multiply", ir::iota(g, ir::DType::S64, shape, d),
+    Value term = ir::binary(g, ir::Op::Multiply, ir::iota(g, ir::DType::S64, shape, d),
                             ir::full(g, ir::DType::S64, static_cast<double>(v.strides[d]), shape));
-    index = ir::binary(g, "stablehlo.add", index, term);
+    index = ir::binary(g, ir::Op::Add, index, term);
   }
   return index;
 }

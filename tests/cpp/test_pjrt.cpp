@@ -26,6 +26,7 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -283,7 +284,7 @@ void ir_graph_text() {
   Graph g;
   Value a = param(g, DType::F32, {2, 3});
   Value b = param(g, DType::F32, {2, 3});
-  Value s = ir::binary(g, "stablehlo.add", a, b);
+  Value s = ir::binary(g, ir::Op::Add, a, b);
   Value z = ir::constant(g, DType::F32, 0.0);
   Value r = ir::reduce(g, s, z, {1}, ir::Combiner::Add);
   g.add_output(r);
@@ -350,7 +351,7 @@ void ir_fingerprint() {
           return ir::compare(r, c[0], ir::constant(r, DType::S32, limit), ir::Compare::LT);
         },
         [](Graph& r, const std::vector<Value>& c) {
-          return std::vector<Value>{r.add("stablehlo.add", {c[0], ir::constant(r, DType::S32, 1)}, r.type(c[0]))};
+          return std::vector<Value>{r.add(ir::Op::Add, {c[0], ir::constant(r, DType::S32, 1)}, r.type(c[0]))};
         });
     g.add_output(out[0]);
     return g;
@@ -366,8 +367,8 @@ void ir_fingerprint() {
   auto attributed = [](const char* first, const char* second) {
     Graph g;
     Value x = param(g, DType::F32, {4});
-    Value y = g.add("stablehlo.negate", {x}, g.type(x), first);
-    g.add_output(g.add("stablehlo.negate", {y}, g.type(y), second));
+    Value y = g.add(ir::Op::Negate, {x}, g.type(x), first);
+    g.add_output(g.add(ir::Op::Negate, {y}, g.type(y), second));
     return g;
   };
   CHECK(!same(attributed("ab", "c"), attributed("a", "bc")));
@@ -383,7 +384,7 @@ void ir_node_chunks_reused() {
   auto build = [](int length, int64_t width) {
     Graph g;
     Value v = param(g, DType::F32, {width});
-    for (int i = 0; i < length; ++i) v = g.add("stablehlo.negate", {v}, g.type(v));
+    for (int i = 0; i < length; ++i) v = g.add(ir::Op::Negate, {v}, g.type(v));
     g.add_output(v);
     return g;
   };
@@ -410,16 +411,39 @@ void ir_node_chunks_reused() {
   check(kept, 300, 7);
 }
 
+// The op vocabulary: each enumerator names one MLIR op, no two alike; the key
+// text names ops without their dialect.
+void ir_op_names() {
+  CHECK_EQ(std::string(ir::mlir_name(ir::Op::Add)), std::string("stablehlo.add"));
+  CHECK_EQ(std::string(ir::mlir_name(ir::Op::ErfInv)), std::string("chlo.erf_inv"));
+  CHECK_EQ(std::string(ir::mlir_name(ir::Op::Call)), std::string("func.call"));
+  CHECK_EQ(std::string(ir::short_name(ir::Op::DotGeneral)), std::string("dot_general"));
+  std::set<std::string> names;
+  size_t count = 0;
+#define COUNT_NAME(name, mlir)                                              \
+  names.insert(ir::mlir_name(ir::Op::name));                                \
+  CHECK_EQ(std::string(ir::mlir_name(ir::Op::name)), std::string(mlir));    \
+  ++count;
+  TPU_IR_OPS(COUNT_NAME)
+#undef COUNT_NAME
+  CHECK_EQ(names.size(), count);
+  Graph g;
+  Value x = param(g, DType::F32, {2});
+  g.add_output(ir::unary(g, ir::Op::Negate, x));
+  CHECK_CONTAINS(g.key(), "negate(");
+  CHECK_CONTAINS(g.to_mlir(), "\"stablehlo.negate\"(");
+}
+
 void ir_errors() {
   Graph g;
   Value x = param(g, DType::F32, {2, 3});
   Value y = param(g, DType::S32, {2, 3});
-  std::string m = EXPECT_THROW(std::logic_error, [&] { g.add("stablehlo.abs", {Value{7}}, g.type(x)); });
+  std::string m = EXPECT_THROW(std::logic_error, [&] { g.add(ir::Op::Abs, {Value{7}}, g.type(x)); });
   CHECK_CONTAINS(m, "stablehlo.abs");
-  EXPECT_THROW(std::logic_error, [&] { g.add("stablehlo.abs", {Value{}}, g.type(x)); });
+  EXPECT_THROW(std::logic_error, [&] { g.add(ir::Op::Abs, {Value{}}, g.type(x)); });
   m = EXPECT_THROW(std::invalid_argument, [&] { ir::reshape(g, x, {5}); });
   CHECK_CONTAINS(m, "element count");
-  EXPECT_THROW(std::invalid_argument, [&] { ir::binary(g, "stablehlo.add", x, y); });
+  EXPECT_THROW(std::invalid_argument, [&] { ir::binary(g, ir::Op::Add, x, y); });
   EXPECT_THROW(std::invalid_argument, [&] { ir::compare(g, x, y, ir::Compare::LT); });
   EXPECT_THROW(std::invalid_argument, [&] { ir::broadcast_in_dim(g, x, {4, 2, 3}, {1}); });
   EXPECT_THROW(std::invalid_argument, [&] { ir::broadcast_to(g, x, {3}); });
@@ -485,7 +509,7 @@ void ir_node_store() {
   Value x = param(g, DType::F32, {2, 3});
   const Type& first = g.type(x);
   Value v = x;
-  for (int i = 0; i < 1000; ++i) v = g.add("stablehlo.negate", {v}, g.type(v));
+  for (int i = 0; i < 1000; ++i) v = g.add(ir::Op::Negate, {v}, g.type(v));
   CHECK_EQ(g.size(), size_t{1001});
   CHECK_EQ(first, (Type{DType::F32, {2, 3}}));  // the reference taken before the growth
   CHECK_EQ(&first, &g.type(x));
@@ -512,7 +536,7 @@ void ir_append_into_buffer() {
   for (int op = 0; op < 3; ++op) {
     Graph one;
     Value x = param(one, DType::F32, {4});
-    Value y = one.add("stablehlo.negate", {x}, one.type(x));
+    Value y = one.add(ir::Op::Negate, {x}, one.type(x));
     pending.append(std::move(one), std::span<const Value>(&a, 1), mapped);
     CHECK_EQ(mapped.size(), size_t{2});
     CHECK_EQ(mapped[x.id].id, a.id);
@@ -748,10 +772,10 @@ void op_elementwise() {
   Value b = param(g, DType::F32, {2, 2});
   Value i = param(g, DType::S64, {3});
   Value j = param(g, DType::S64, {3});
-  g.add_output(ir::binary(g, "stablehlo.add", a, b));
-  g.add_output(ir::binary(g, "stablehlo.multiply", a, b));
-  g.add_output(ir::unary(g, "stablehlo.negate", a));
-  g.add_output(ir::binary(g, "stablehlo.add", i, j));
+  g.add_output(ir::binary(g, ir::Op::Add, a, b));
+  g.add_output(ir::binary(g, ir::Op::Multiply, a, b));
+  g.add_output(ir::unary(g, ir::Op::Negate, a));
+  g.add_output(ir::binary(g, ir::Op::Add, i, j));
   auto ba = upload(std::vector<float>{1, 2, 3, 4}, DType::F32, {2, 2});
   auto bb = upload(std::vector<float>{0.5, -2, 10, 0.25}, DType::F32, {2, 2});
   auto bi = upload(std::vector<int64_t>{1, -5, int64_t{1} << 40}, DType::S64, {3});
@@ -795,8 +819,8 @@ void op_while_loop() {
                            [](Graph& r, Value i, const std::vector<Value>& c) {
                              Value fi = ir::convert(r, i, DType::F32);
                              Value two = ir::full(r, DType::F32, 2.0, {3});
-                             return std::vector<Value>{ir::binary(r, "stablehlo.add", c[0], fi),
-                                                       ir::binary(r, "stablehlo.multiply", c[1], two)};
+                             return std::vector<Value>{ir::binary(r, ir::Op::Add, c[0], fi),
+                                                       ir::binary(r, ir::Op::Multiply, c[1], two)};
                            });
   g.add_output(out[0]);
   g.add_output(out[1]);
@@ -807,7 +831,7 @@ void op_while_loop() {
                                                              Value s = ir::reduce(q, d[1], ir::constant(q, DType::F32, 0),
                                                                                   {0}, ir::Combiner::Add);
                                                              return std::vector<Value>{
-                                                                 ir::binary(q, "stablehlo.add", d[0], s), d[1]};
+                                                                 ir::binary(q, ir::Op::Add, d[0], s), d[1]};
                                                            });
                                 return inner;
                               });
@@ -819,7 +843,7 @@ void op_while_loop() {
         return ir::compare(r, c[0], ir::constant(r, DType::F32, 1), ir::Compare::GE);
       },
       [](Graph& r, const std::vector<Value>& c) {
-        return std::vector<Value>{ir::binary(r, "stablehlo.multiply", c[0], ir::constant(r, DType::F32, 0.5))};
+        return std::vector<Value>{ir::binary(r, ir::Op::Multiply, c[0], ir::constant(r, DType::F32, 0.5))};
       });
   g.add_output(halved[0]);
   auto bx = upload(std::vector<float>{1, -2, 0.5}, DType::F32, {3});
@@ -1141,7 +1165,7 @@ Graph composite_graph() {
   Value off = param(g, DType::S64, {});
   Value w = param(g, DType::F32, {4, 2});
   Value idx = ir::iota(g, DType::S32, {4}, 0);
-  Value rev = ir::binary(g, "stablehlo.subtract", ir::broadcast_in_dim(g, ir::constant_int(g, DType::S32, 3), {4}, {}), idx);
+  Value rev = ir::binary(g, ir::Op::Subtract, ir::broadcast_in_dim(g, ir::constant_int(g, DType::S32, 3), {4}, {}), idx);
   Value xr = ir::gather_1d(g, x, rev);                                       // x reversed
   Value h = ir::dot_general(g, ir::reshape(g, xr, {1, 4}), w, {}, {}, {1}, {0}, DType::F32);  // [1,2]
   Value ht = ir::transpose(g, h, {1, 0});                                    // [2,1]
@@ -1215,7 +1239,7 @@ void error_invalid_mlir() {
   Graph g;
   Value a = param(g, DType::F32, {2});
   Value b = param(g, DType::S32, {2});
-  g.add_output(g.add("stablehlo.add", {a, b}, Type{DType::F32, {2}}));
+  g.add_output(g.add(ir::Op::Add, {a, b}, Type{DType::F32, {2}}));
   m = EXPECT_THROW(pj::Error, [&] { env.client->compile(g.to_mlir()); }, &code);
   CHECK(m.rfind("XLA compilation failed: ", 0) == 0);
   CHECK(code != 0);
@@ -1276,7 +1300,7 @@ void error_wrong_argument_count() {
   Graph g;
   Value a = param(g, DType::F32, {2});
   Value b = param(g, DType::F32, {2});
-  g.add_output(ir::binary(g, "stablehlo.add", a, b));
+  g.add_output(ir::binary(g, ir::Op::Add, a, b));
   auto exe = compile(g);
   auto ba = upload(std::vector<float>{1, 2}, DType::F32, {2});
   auto bb = upload(std::vector<float>{3, 4}, DType::F32, {2});
@@ -1319,6 +1343,7 @@ const Case kCases[] = {
     {"ir_key", ir_key, false},
     {"ir_fingerprint", ir_fingerprint, false},
     {"ir_node_chunks_reused", ir_node_chunks_reused, false},
+    {"ir_op_names", ir_op_names, false},
     {"ir_errors", ir_errors, false},
     {"ir_ints", ir_ints, false},
     {"ir_node_store", ir_node_store, false},
@@ -1369,7 +1394,7 @@ void* volatile g_sink;
 __attribute__((noinline)) void leak_on_purpose() {
   auto* g = new Graph();
   Value x = g->parameter(Type{DType::F32, {3}});
-  g->add_output(ir::unary(*g, "stablehlo.abs", x));
+  g->add_output(ir::unary(*g, ir::Op::Abs, x));
   g_sink = g;
   g_sink = nullptr;  // the only pointer is dropped: a definite leak
 }
