@@ -327,3 +327,67 @@ def test_solve_triangular_result_is_column_major_as_on_cpu(shapes):
     assert got.stride() == expected.stride()
     torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(got.mT.reshape(-1).cpu(), expected.mT.reshape(-1), rtol=1e-4, atol=1e-5)
+
+
+def _spd(*batch, n=3):
+    a = torch.randn(*batch, n, n)
+    return a @ a.mT + n * torch.eye(n)
+
+
+# op, inputs, whether the values are unique (QR, SVD and eigenvectors are up to signs)
+_LAPACK_LAYOUT_CASES = {
+    "cholesky": (torch.linalg.cholesky, lambda: (_spd(2),), True),
+    "cholesky_ex": (torch.linalg.cholesky_ex, lambda: (_spd(2, 2),), True),
+    "cholesky_solve": (torch.cholesky_solve, lambda: (torch.randn(2, 3, 4), torch.linalg.cholesky(_spd(2))), True),
+    "cholesky_inverse": (torch.cholesky_inverse, lambda: (torch.linalg.cholesky(_spd()),), True),
+    "triangular_solve": (lambda b, a: torch.triangular_solve(b, a, upper=False),
+                         lambda: (torch.randn(2, 3, 4), torch.linalg.cholesky(_spd(2))), True),
+    "lu_factor_ex": (torch.linalg.lu_factor_ex, lambda: (_spd(2),), True),
+    "lu_solve": (lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b),
+                 lambda: (_spd(2), torch.randn(2, 3, 4)), True),
+    "solve_ex": (torch.linalg.solve_ex, lambda: (_spd(2), torch.randn(2, 3, 4)), True),
+    "inv_ex": (torch.linalg.inv_ex, lambda: (_spd(2, 2),), True),
+    "_linalg_det": (torch.ops.aten._linalg_det, lambda: (_spd(2),), True),
+    "qr": (torch.linalg.qr, lambda: (torch.randn(2, 5, 3),), False),
+    "qr_complete": (lambda a: torch.linalg.qr(a, mode="complete"), lambda: (torch.randn(2, 5, 3),), False),
+    "svd": (lambda a: torch.linalg.svd(a, full_matrices=False), lambda: (torch.randn(2, 5, 3),), False),
+    "eigh": (torch.linalg.eigh, lambda: (_spd(2),), False),
+    "geqrf": (torch.geqrf, lambda: (torch.randn(2, 5, 3),), False),
+    "householder_product": (torch.linalg.householder_product,
+                            lambda: (torch.randn(2, 5, 3), torch.randn(2, 3)), False),
+}
+
+
+def _tensors(result):
+    return [result] if isinstance(result, torch.Tensor) else [t for t in result if isinstance(t, torch.Tensor)]
+
+
+@pytest.mark.parametrize("case", sorted(_LAPACK_LAYOUT_CASES))
+def test_linalg_results_are_laid_out_as_on_cpu(case):
+    # CPU (LAPACK) returns batches of column-major matrices: .mT.view(-1) works there,
+    # and torch.compile's fake tensors carry those strides
+    fn, make_inputs, unique = _LAPACK_LAYOUT_CASES[case]
+    torch.manual_seed(0)
+    inputs = make_inputs()
+    expected = _tensors(fn(*inputs))
+    got = _tensors(fn(*[t.to("tpu") for t in inputs]))
+    assert [t.stride() for t in got] == [t.stride() for t in expected]
+    for g, e in zip(got, expected):
+        if e.dim() >= 2 and e.numel() > 0 and e.mT.is_contiguous():
+            assert g.mT.view(-1).numel() == e.numel()  # the view CPU allows
+        if unique:
+            assert_close(g.cpu(), e, rtol=1e-4, atol=1e-4)
+
+
+def test_linalg_out_resized_takes_cpu_layout():
+    torch.manual_seed(0)
+    A = _spd(2)
+    for device in ("cpu", "tpu"):
+        out = torch.empty(0, device=device)
+        torch.linalg.inv(A.to(device), out=out)
+        assert out.stride() == (9, 1, 3)
+        assert_close(out.cpu(), torch.linalg.inv(A), rtol=1e-4, atol=1e-4)
+        kept = torch.empty(2, 3, 3, device=device)  # the right shape already: its layout is kept
+        torch.linalg.inv(A.to(device), out=kept)
+        assert kept.stride() == (9, 3, 1)
+        assert_close(kept.cpu(), torch.linalg.inv(A), rtol=1e-4, atol=1e-4)

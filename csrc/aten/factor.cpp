@@ -29,8 +29,6 @@
 #include <ATen/ops/linalg_lu_solve_ops.h>
 #include <ATen/ops/linalg_matrix_exp_ops.h>
 #include <ATen/ops/linalg_solve_triangular_ops.h>
-#include <ATen/ops/empty_strided.h>
-#include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/ops/lu_unpack_ops.h>
 #include <ATen/ops/triangular_solve_ops.h>
 #include <c10/core/DeviceGuard.h>
@@ -145,13 +143,24 @@ ir::Shape shape_of(c10::IntArrayRef s) { return ir::Shape(s.begin(), s.end()); }
 
 // ------------------------------------------------------------ running
 
-// An output: `out` resized as ATen does, or a fresh tensor.
-at::Tensor output(const char* name, at::Tensor* out, c10::IntArrayRef shape, c10::ScalarType dtype,
-                  c10::Device device) {
+void check_out_dtype(const char* name, const at::Tensor* out, c10::ScalarType dtype) {
   if (out != nullptr)
     TORCH_CHECK(out->scalar_type() == dtype, name, ": Expected out tensor to have dtype ", dtype, ", but got ",
                 out->scalar_type(), " instead");
+}
+
+// An output: `out` resized as ATen does, or a fresh tensor.
+at::Tensor output(const char* name, at::Tensor* out, c10::IntArrayRef shape, c10::ScalarType dtype,
+                  c10::Device device) {
+  check_out_dtype(name, out, dtype);
   return prepare_output(name, out, shape, dtype, device, false);
+}
+
+// A matrix output, batched column-major as LAPACK's (see prepare_matrix_output).
+at::Tensor matrix_output(const char* name, at::Tensor* out, c10::IntArrayRef shape, c10::ScalarType dtype,
+                         c10::Device device) {
+  check_out_dtype(name, out, dtype);
+  return prepare_matrix_output(name, out, shape, dtype, device);
 }
 
 // One program writing one value per output (outputs without elements are skipped).
@@ -180,7 +189,7 @@ std::tuple<at::Tensor, at::Tensor> cholesky_ex_op(const char* name, const at::Te
   check_floating(A, name);
   check_kernel_dtype(A, "cholesky_cpu");
   c10::DeviceGuard guard(A.device());
-  at::Tensor L = output(name, L_out, A.sizes(), A.scalar_type(), A.device());
+  at::Tensor L = matrix_output(name, L_out, A.sizes(), A.scalar_type(), A.device());
   at::Tensor info = output(name, info_out, batch_sizes(A), at::kInt, A.device());
   if (A.numel() == 0) {
     run(name, A.device().index(), {info}, [&](Program&, ir::Graph& g) { return Values{zeros(g, ir::DType::S32, info.sizes())}; });
@@ -209,7 +218,7 @@ std::tuple<at::Tensor&, at::Tensor&> linalg_cholesky_ex_out(const at::Tensor& A,
 
 at::Tensor cholesky_legacy_op(at::Tensor* out, const at::Tensor& A, bool upper) {
   if (A.numel() == 0) {  // ATen returns before any check
-    at::Tensor r = output("cholesky", out, A.sizes(), A.scalar_type(), A.device());
+    at::Tensor r = matrix_output("cholesky", out, A.sizes(), A.scalar_type(), A.device());
     return r;
   }
   check_square(A, "cholesky");
@@ -226,7 +235,7 @@ constexpr auto cholesky_out = Cholesky::out;
 at::Tensor cholesky_solve_helper_op(at::Tensor* out, const at::Tensor& B, const at::Tensor& A, bool upper) {
   check_kernel_dtype(B, "cholesky_solve_cpu");
   c10::DeviceGuard guard(B.device());
-  at::Tensor X = output("cholesky_solve", out, B.sizes(), B.scalar_type(), B.device());
+  at::Tensor X = matrix_output("cholesky_solve", out, B.sizes(), B.scalar_type(), B.device());
   run("cholesky_solve", B.device().index(), {X}, [&](Program& p, ir::Graph& g) {
     ir::Shape batch = shape_of(broadcast_batch(B, A));
     ir::Value b = lw::broadcast_batch(g, p.read(B), batch), a = lw::broadcast_batch(g, p.read(A), batch);
@@ -243,7 +252,7 @@ at::Tensor cholesky_inverse_op(at::Tensor* out, const at::Tensor& L, bool upper)
   check_square(L, "cholesky_inverse", "input");
   check_kernel_dtype(L, "cholesky_inverse_out_cpu");
   c10::DeviceGuard guard(L.device());
-  at::Tensor X = output("cholesky_inverse", out, L.sizes(), L.scalar_type(), L.device());
+  at::Tensor X = matrix_output("cholesky_inverse", out, L.sizes(), L.scalar_type(), L.device());
   run("cholesky_inverse", L.device().index(), {X}, [&](Program& p, ir::Graph& g) {
     ir::Value l = p.read(L);
     ir::Value eye = lw::identity(g, g.type(l).dtype, shape_of(batch_sizes(L)), L.size(-1));
@@ -268,9 +277,9 @@ std::tuple<at::Tensor, at::Tensor> triangular_solve_op(const at::Tensor& B, cons
   check_kernel_dtype(A, "triangular_solve_cpu");
   c10::DeviceGuard guard(A.device());
   c10::DimVector batch = broadcast_batch(B, A);
-  at::Tensor X = output("triangular_solve", X_out, with_matrix(batch, B.size(-2), B.size(-1)), B.scalar_type(),
+  at::Tensor X = matrix_output("triangular_solve", X_out, with_matrix(batch, B.size(-2), B.size(-1)), B.scalar_type(),
                         B.device());
-  at::Tensor M = output("triangular_solve", M_out, with_matrix(batch, A.size(-2), A.size(-1)), A.scalar_type(),
+  at::Tensor M = matrix_output("triangular_solve", M_out, with_matrix(batch, A.size(-2), A.size(-1)), A.scalar_type(),
                         A.device());
   run("triangular_solve", A.device().index(), {X, M}, [&](Program& p, ir::Graph& g) {
     ir::Value a = lw::broadcast_batch(g, p.read(A), shape_of(batch));
@@ -304,10 +313,7 @@ at::Tensor solve_triangular_op(const at::Tensor& A, const at::Tensor& B, bool up
   c10::DeviceGuard guard(A.device());
   c10::DimVector batch = broadcast_batch(B, A);
   c10::DimVector shape = with_matrix(batch, B.size(-2), B.size(-1));
-  // CPU's (LAPACK's) layout, batched column-major, which views of it and torch.compile rely on.
-  at::Tensor X = out != nullptr ? output(name, out, shape, B.scalar_type(), B.device())
-                                : at::empty_strided(shape, at::native::batched_matrix_contiguous_strides(shape, /*f_contig=*/true),
-                                                    B.options());
+  at::Tensor X = matrix_output(name, out, shape, B.scalar_type(), B.device());
   run(name, A.device().index(), {X}, [&](Program& p, ir::Graph& g) {
     ir::Value a = lw::broadcast_batch(g, p.read_logical(A), shape_of(batch));
     ir::Value b = lw::broadcast_batch(g, p.read_logical(B), shape_of(batch));
@@ -345,7 +351,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lu_factor_ex_op(const at::Tensor&
   c10::DimVector piv_shape = batch_sizes(A);
   piv_shape.push_back(k);
   const char* name = "linalg.lu_factor_ex";
-  at::Tensor LU = output(name, LU_out, A.sizes(), A.scalar_type(), A.device());
+  at::Tensor LU = matrix_output(name, LU_out, A.sizes(), A.scalar_type(), A.device());
   at::Tensor piv = output(name, piv_out, piv_shape, at::kInt, A.device());
   at::Tensor info = output(name, info_out, batch_sizes(A), at::kInt, A.device());
   run(name, A.device().index(), {LU, piv, info}, [&](Program& p, ir::Graph& g) {
@@ -469,7 +475,7 @@ at::Tensor lu_solve_op(const at::Tensor& LU, const at::Tensor& pivots, const at:
   check_kernel_dtype(LU, "linalg.lu_solve_cpu");
   c10::DeviceGuard guard(LU.device());
   c10::DimVector batch = broadcast_batch(B, LU);
-  at::Tensor X = output(name, out, with_matrix(batch, B.size(-2), B.size(-1)), B.scalar_type(), B.device());
+  at::Tensor X = matrix_output(name, out, with_matrix(batch, B.size(-2), B.size(-1)), B.scalar_type(), B.device());
   run(name, LU.device().index(), {X}, [&](Program& p, ir::Graph& g) {
     ir::Shape bs = shape_of(batch);
     ir::Value lu = lw::broadcast_batch(g, p.read(LU), bs);
@@ -511,7 +517,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> det_op(const at::Tensor& A, at::T
   check_kernel_dtype(A, "lu_cpu");
   c10::DeviceGuard guard(A.device());
   at::Tensor det = output(name, det_out, batch_sizes(A), A.scalar_type(), A.device());
-  at::Tensor LU = output(name, LU_out, A.sizes(), A.scalar_type(), A.device());
+  at::Tensor LU = matrix_output(name, LU_out, A.sizes(), A.scalar_type(), A.device());
   at::Tensor piv = output(name, piv_out, A.sizes().slice(0, A.dim() - 1), at::kInt, A.device());
   bool transposed = factor_transposed(A);
   run(name, A.device().index(), {det, LU, piv}, [&](Program& p, ir::Graph& g) {
@@ -542,7 +548,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> slogdet_op(const at::
   c10::DeviceGuard guard(A.device());
   at::Tensor sign = output(name, sign_out, batch_sizes(A), A.scalar_type(), A.device());
   at::Tensor logabs = output(name, logabs_out, batch_sizes(A), A.scalar_type(), A.device());
-  at::Tensor LU = output(name, LU_out, A.sizes(), A.scalar_type(), A.device());
+  at::Tensor LU = matrix_output(name, LU_out, A.sizes(), A.scalar_type(), A.device());
   at::Tensor piv = output(name, piv_out, A.sizes().slice(0, A.dim() - 1), at::kInt, A.device());
   bool transposed = factor_transposed(A);
   run(name, A.device().index(), {sign, logabs, LU, piv}, [&](Program& p, ir::Graph& g) {
@@ -575,7 +581,7 @@ std::tuple<at::Tensor, at::Tensor> inv_ex_op(const at::Tensor& A, bool check_err
   check_floating(A, "linalg.inv", false);
   check_kernel_dtype(A, "lu_cpu");
   c10::DeviceGuard guard(A.device());
-  at::Tensor inv = output(name, inv_out, A.sizes(), A.scalar_type(), A.device());
+  at::Tensor inv = matrix_output(name, inv_out, A.sizes(), A.scalar_type(), A.device());
   at::Tensor info = output(name, info_out, batch_sizes(A), at::kInt, A.device());
   // As ATen: solve A X = I through the LU factors of A.
   bool transposed = false;
@@ -620,8 +626,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> solve_ex_op(const at:
   c10::DimVector batch = broadcast_batch(B_, A);
   c10::DimVector xs = with_matrix(batch, B_.size(-2), B_.size(-1));
   if (vector_case) xs.pop_back();
-  at::Tensor X = output(name, X_out, xs, B.scalar_type(), B.device());
-  at::Tensor LU = output(name, LU_out, A.sizes(), A.scalar_type(), A.device());
+  at::Tensor X = matrix_output(name, X_out, xs, B.scalar_type(), B.device());
+  at::Tensor LU = matrix_output(name, LU_out, A.sizes(), A.scalar_type(), A.device());
   at::Tensor piv = output(name, piv_out, A.sizes().slice(0, A.dim() - 1), at::kInt, A.device());
   at::Tensor info = output(name, info_out, batch_sizes(A), at::kInt, A.device());
   bool transposed = false;  // this ATen version factors A itself here (its backward expects that)

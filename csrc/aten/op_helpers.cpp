@@ -3,6 +3,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ScalarOps.h>
@@ -31,6 +32,17 @@ at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArray
   } else {
     at::native::resize_output(*out, shape);
   }
+  return *out;
+}
+
+at::Tensor prepare_matrix_output(const char* name, const at::Tensor* out, c10::IntArrayRef shape,
+                                 c10::ScalarType dtype, c10::Device device) {
+  if (shape.size() < 2) return prepare_output(name, out, shape, dtype, device, false);
+  c10::DimVector strides = at::native::batched_matrix_contiguous_strides(shape, /*f_contig=*/true);
+  if (out == nullptr) return at::empty_strided(shape, strides, at::TensorOptions().dtype(dtype).device(device));
+  TORCH_CHECK(c10::canCast(dtype, out->scalar_type()), "result type ", dtype,
+              " can't be cast to the desired output type ", out->scalar_type());
+  if (at::native::resize_output(*out, shape)) out->as_strided_(shape, strides);
   return *out;
 }
 

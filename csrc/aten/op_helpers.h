@@ -131,6 +131,11 @@ constexpr auto inplace_overload = detail::InplaceOverload<kKernel, kName>::call;
 // as ATen does) or a fresh tensor of `shape` and `dtype` on `device`.
 at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArrayRef shape,
                           c10::ScalarType dtype, c10::Device device, bool inplace);
+// A linalg result as LAPACK lays it out on CPU: a batch of column-major matrices
+// (views of it, and torch.compile's fake strides, rely on that). An `out` that must
+// be resized takes that layout too, as CPU's structured kernels give it.
+at::Tensor prepare_matrix_output(const char* name, const at::Tensor* out, c10::IntArrayRef shape,
+                                 c10::ScalarType dtype, c10::Device device);
 
 // One program for many elementwise ops (a _foreach_* op runs each list
 // element's per-tensor op, with its own dtype rules and checks, into one

@@ -103,7 +103,7 @@ std::tuple<Tensor, Tensor> geqrf_op(const Tensor& self, Tensor* a_out, Tensor* t
   check_dtype("geqrf_tpu", self);
   int64_t m = self.size(-2), n = self.size(-1), k = std::min(m, n);
   c10::DeviceGuard guard(self.device());
-  Tensor a = prepare_output("geqrf", a_out, self.sizes(), self.scalar_type(), self.device(), false);
+  Tensor a = prepare_matrix_output("geqrf", a_out, self.sizes(), self.scalar_type(), self.device());
   Tensor tau = prepare_output("geqrf", tau_out, with(batch_sizes(self), {k}), self.scalar_type(), self.device(), false);
   if (self.numel() == 0) return {a, tau};
   run_program("geqrf", {self}, {{batch_count(self), m, n}}, {a, tau}, [](ir::Graph& g, const Values& x) -> Values {
@@ -139,8 +139,8 @@ Tensor householder_product_op(const Tensor& input, const Tensor& tau, Tensor* ou
               " does not match input dtype ", input.scalar_type());
   check_dtype("orgqr_tpu", input);
   c10::DeviceGuard guard(input.device());
-  Tensor result = prepare_output("linalg_householder_product", out, input.sizes(), input.scalar_type(),
-                                 input.device(), false);
+  Tensor result = prepare_matrix_output("linalg_householder_product", out, input.sizes(), input.scalar_type(),
+                                        input.device());
   if (result.numel() == 0) return result;
   int64_t b = batch_count(input), m = input.size(-2), n = input.size(-1), k = tau.size(-1);
   if (k == 0) {
@@ -208,8 +208,8 @@ std::tuple<Tensor, Tensor> linalg_qr_op(const Tensor& A, c10::string_view mode, 
   c10::DeviceGuard guard(A.device());
   auto batch = batch_sizes(A);
   c10::DimVector q_shape = r_only ? c10::DimVector{0} : with(batch, {m, complete ? m : k});
-  Tensor Q = prepare_output("linalg_qr", q_out, q_shape, A.scalar_type(), A.device(), false);
-  Tensor R = prepare_output("linalg_qr", r_out, with(batch, {complete ? m : k, n}), A.scalar_type(), A.device(), false);
+  Tensor Q = prepare_matrix_output("linalg_qr", q_out, q_shape, A.scalar_type(), A.device());
+  Tensor R = prepare_matrix_output("linalg_qr", r_out, with(batch, {complete ? m : k, n}), A.scalar_type(), A.device());
   if (A.numel() == 0) {
     fill_zero("linalg_qr", R);
     if (!r_only) fill_eye("linalg_qr", Q);
@@ -252,7 +252,7 @@ std::tuple<Tensor, Tensor> eigh_op(const Tensor& A, c10::string_view uplo, bool 
   Tensor values = prepare_output("linalg_eigh", values_out, with(batch_sizes(A), {n}), A.scalar_type(),
                                  A.device(), false);
   c10::DimVector vshape = compute_v ? c10::DimVector(A.sizes().begin(), A.sizes().end()) : c10::DimVector{0};
-  Tensor vectors = prepare_output("linalg_eigh", vectors_out, vshape, A.scalar_type(), A.device(), false);
+  Tensor vectors = prepare_matrix_output("linalg_eigh", vectors_out, vshape, A.scalar_type(), A.device());
   if (A.numel() == 0) return {values, vectors};
   run_program("linalg_eigh", {A}, {{batch_count(A), n, n}}, {values, vectors},
               [&](ir::Graph& g, const Values& x) -> Values {
@@ -286,9 +286,9 @@ std::tuple<Tensor, Tensor, Tensor> svd_op(const Tensor& A, bool full_matrices, b
     u_shape = with(batch, {m, full_matrices ? m : k});
     vh_shape = with(batch, {full_matrices ? n : k, n});
   }
-  Tensor U = prepare_output("linalg_svd", u_out, u_shape, A.scalar_type(), A.device(), false);
+  Tensor U = prepare_matrix_output("linalg_svd", u_out, u_shape, A.scalar_type(), A.device());
   Tensor S = prepare_output("linalg_svd", s_out, with(batch, {k}), A.scalar_type(), A.device(), false);
-  Tensor Vh = prepare_output("linalg_svd", vh_out, vh_shape, A.scalar_type(), A.device(), false);
+  Tensor Vh = prepare_matrix_output("linalg_svd", vh_out, vh_shape, A.scalar_type(), A.device());
   if (A.numel() == 0) {
     if (compute_uv) {  // no singular vectors: the bases are the identity's
       fill_eye("linalg_svd", U);
