@@ -364,6 +364,69 @@ def divergent():
     dist.barrier()
 
 
+def asynchronous():
+    """async_op=True returns a Work at once; wait() (or the Work's future) gives the
+    result, as with NCCL. Collectives on one tensor stay in call order without a
+    wait in between; others run side by side; a coalesced batch and DDP's comm
+    hooks (futures) get the results."""
+    stack = torch.stack(all_inputs())
+    t = rank_input(RANK).to(DEVICE)
+    work = dist.all_reduce(t, async_op=True)
+    assert work.wait() is True
+    assert work.is_completed() and work.is_success()
+    assert_close(t.cpu(), stack.sum(0))
+
+    # two on one tensor, no wait between: the second reduces the first's result
+    t = rank_input(RANK).to(DEVICE)
+    first = dist.all_reduce(t, async_op=True)
+    second = dist.all_reduce(t, async_op=True)
+    second.wait()
+    first.wait()
+    assert_close(t.cpu(), stack.sum(0) * WORLD)
+
+    # several tensors in flight at once, waited in reverse, and the other collectives
+    ts = [rank_input(RANK).to(DEVICE) * (k + 1) for k in range(4)]
+    works = [dist.all_reduce(x, async_op=True) for x in ts]
+    gathered = torch.empty(WORLD * 3, 4, device=DEVICE)
+    works.append(dist.all_gather_into_tensor(gathered, rank_input(RANK).to(DEVICE), async_op=True))
+    scattered = torch.empty(2, 3, device=DEVICE)
+    works.append(dist.reduce_scatter_tensor(scattered, rank_input(RANK, shape=(WORLD * 2, 3)).to(DEVICE),
+                                            async_op=True))
+    root = torch.zeros(3, 4, device=DEVICE) if RANK else rank_input(0).to(DEVICE)
+    works.append(dist.broadcast(root, src=0, async_op=True))
+    for w in reversed(works):
+        w.wait()
+    for k, x in enumerate(ts):
+        assert_close(x.cpu(), stack.sum(0) * (k + 1))
+    assert_close(gathered.cpu(), torch.cat(all_inputs()))
+    big = torch.stack(all_inputs(shape=(WORLD * 2, 3)))
+    assert_close(scattered.cpu(), big.sum(0)[2 * RANK:2 * RANK + 2])
+    assert_close(root.cpu(), rank_input(0))
+
+    # the future: its value is the output tensors; then() chains on it
+    t = rank_input(RANK).to(DEVICE)
+    future = dist.all_reduce(t, async_op=True).get_future()
+    doubled = future.then(lambda f: f.value()[0] * 2)
+    assert_close(doubled.wait().cpu(), stack.sum(0) * 2)
+    assert_close(future.wait()[0].cpu(), stack.sum(0))
+
+    # a coalesced batch: its one Work covers every call in it
+    summed = [rank_input(RANK).to(DEVICE) * (k + 1) for k in range(3)]
+    with dist._coalescing_manager(device=DEVICE, async_ops=True) as manager:
+        for x in summed:
+            dist.all_reduce(x)
+    manager.wait()
+    for k, x in enumerate(summed):
+        assert_close(x.cpu(), stack.sum(0) * (k + 1))
+
+    # a device synchronize covers the collectives in flight, as CUDA's covers NCCL's stream
+    for synchronize in (torch.tpu.synchronize, torch.accelerator.synchronize):
+        t = rank_input(RANK).to(DEVICE)
+        dist.all_reduce(t, async_op=True)
+        synchronize()
+        assert_close(t.cpu(), stack.sum(0))
+
+
 def errors():
     """Bad calls raise a clear error on the calling rank, before any
     communication, and leave the group and the tensors usable."""
@@ -409,7 +472,7 @@ def peer_exit():
     assert_close(t.cpu(), rank_input(RANK))  # the rank's own data is intact
 
 
-SCENARIOS = {f.__name__: f for f in (collectives, ddp, fsdp2, checkpoint, dtensor, compiled, divergent, errors,
+SCENARIOS = {f.__name__: f for f in (collectives, asynchronous, ddp, fsdp2, checkpoint, dtensor, compiled, divergent, errors,
                                       peer_exit)}
 
 

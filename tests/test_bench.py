@@ -92,11 +92,15 @@ def test_an_interleaved_run_that_fails_is_recorded_with_its_message():
 
 
 def test_the_distributed_benchmark_records_rank_zero():
-    record = distributed._run(1, "strict")
-    assert record["status"] == "ok", record.get("error")
-    assert sorted(record["allreduce_s"], key=int) == [str(n * 4) for n in distributed.SIZES]
-    assert all(v["tpu_dist"] > 0 and v["gloo_cpu"] > 0 for v in record["allreduce_s"].values())
-    assert record["ddp_step_median_s"] > 0 and 0 < record["final_loss"] < 10
+    records = [distributed._run(1, "strict", blocking) for blocking in (False, True)]
+    for record in records:
+        assert record["status"] == "ok", record.get("error")
+        assert sorted(record["allreduce_s"], key=int) == [str(n * 4) for n in distributed.SIZES]
+        assert all(v["tpu_dist"] > 0 and v["gloo_cpu"] > 0 and v["tpu_dist_async_return"] > 0
+                   for v in record["allreduce_s"].values())
+        assert record["ddp_step_median_s"] > 0 and 0 < record["final_loss"] < 10
+    merged = distributed._merged(records)
+    assert merged["launches"] == 2 and merged["allreduce_s"].keys() == records[0]["allreduce_s"].keys()
 
 
 @pytest.mark.parametrize("mode", ["fused", "compiled"])

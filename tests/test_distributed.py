@@ -12,7 +12,7 @@ from support import run_python
 from torch_tpu import _plugin
 
 WORKER = os.path.join(os.path.dirname(__file__), "distributed_worker.py")
-ALL = ["collectives", "ddp", "fsdp2", "checkpoint", "dtensor", "divergent", "errors"]
+ALL = ["collectives", "asynchronous", "ddp", "fsdp2", "checkpoint", "dtensor", "divergent", "errors"]
 
 
 def torchrun(ranks, scenarios, tmp_path, **env):
@@ -31,6 +31,11 @@ def torchrun(ranks, scenarios, tmp_path, **env):
 @pytest.mark.parametrize("mode, scenarios", [("strict", ALL + ["compiled"]), ("fused", ALL)])
 def test_two_ranks(mode, scenarios, tmp_path):
     torchrun(2, scenarios, tmp_path, TORCH_TPU_EAGER_MODE=mode)
+
+
+def test_blocking_collectives_knob(tmp_path):
+    # TORCH_TPU_DIST_BLOCKING=1: every collective completes in its call; the same results
+    torchrun(2, ["collectives", "asynchronous"], tmp_path, TORCH_TPU_DIST_BLOCKING="1")
 
 
 def test_four_ranks_with_divergent_code(tmp_path):

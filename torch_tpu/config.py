@@ -57,6 +57,8 @@ KNOBS = tuple(Knob(*row) for row in (
      "programs kept loaded in memory (default 4096); beyond it the least recently run are unloaded "
      "(reloaded from the disk cache when run again). Each loaded XLA:CPU program holds a few memory "
      "maps, and a process has at most `vm.max_map_count` (65530)."),
+    ("TORCH_TPU_DIST_BLOCKING", "0", "c++, once",
+     "`1`: each tpu_dist collective completes before its call returns (the host transfer and the copy into the tpu tensors), `async_op=True` included. Default `0`: the call returns once its tensors are staged, and `wait()` waits, as with NCCL."),
     ("TORCH_TPU_DYNAMIC_BUCKETS", "pow2", "python, at import",
      "`torch.compile` dynamic shapes: `pow2` (default, 16 to 4096), `pow2:MIN:MAX`, a list such "
      "as `64,128,256`, or `off`."),

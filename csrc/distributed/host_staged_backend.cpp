@@ -3,12 +3,16 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/config.h"
 #include "engine/metrics.h"
+#include "engine/runtime.h"
 #include "engine/trace.h"
 
 namespace tpu::distributed {
@@ -95,6 +99,63 @@ class StagedWork final : public c10d::Work {
   Tensors targets_;  // tpu tensors a receive writes; empty for a send
 };
 
+// Every collective of this process in flight: a device synchronize
+// (torch.tpu.synchronize(), torch.accelerator.synchronize()) waits for them, as
+// CUDA's waits for NCCL's stream. Not from a collective's own completion, which
+// would wait for itself.
+thread_local bool t_completing = false;
+
+struct Outstanding {
+  std::mutex mutex;
+  std::vector<c10::intrusive_ptr<c10::ivalue::Future>> futures;
+
+  static Outstanding& get() {
+    static auto* outstanding = [] {
+      auto* o = new Outstanding();  // never freed: a synchronize may run at exit
+      engine::Runtime::add_synchronize_wait([o] { o->wait_all(); });
+      return o;
+    }();
+    return *outstanding;
+  }
+  void add(c10::intrusive_ptr<c10::ivalue::Future> future) {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::erase_if(futures, [](const auto& f) { return f->completed(); });
+    futures.push_back(std::move(future));
+  }
+  void wait_all() {
+    if (t_completing) return;
+    std::vector<c10::intrusive_ptr<c10::ivalue::Future>> all;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      all.swap(futures);
+    }
+    for (auto& f : all) f->wait();  // a failure is raised by its Work's wait()
+  }
+};
+
+// A collective in flight (HostStagedBackend::in_flight): done when `future` is,
+// whose value is the output tensors. Waiting raises the collective's error (the
+// host backend's, e.g. a peer that died or timed out), as NCCL's Work does.
+class InFlightWork final : public c10d::Work {
+ public:
+  InFlightWork(c10::intrusive_ptr<c10::ivalue::Future> future, c10d::OpType type)
+      : Work(-1, type), future_(std::move(future)) {}
+
+  // The host backend applies the group's timeout to its part; a finer one is not kept.
+  bool wait(std::chrono::milliseconds /*timeout*/) override {
+    future_->waitAndThrow();
+    return true;
+  }
+  bool isCompleted() override { return future_->completed(); }
+  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
+  std::exception_ptr exception() const override { return future_->hasError() ? future_->exception_ptr() : nullptr; }
+  std::vector<at::Tensor> result() override { return future_->value().toTensorVector(); }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
 class HostStagedBackend final : public c10d::Backend {
  public:
   HostStagedBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size)
@@ -108,10 +169,12 @@ class HostStagedBackend final : public c10d::Backend {
     Traced traced("broadcast", tensors);
     check_tpu(tensors, "broadcast");
     if (size_ == 1) return finished(tensors);
+    after_in_flight(tensors);
     Tensors host = to_host(tensors);
-    host_->broadcast(host, opts)->wait();
-    if (rank_ != opts.rootRank) copy_back(tensors, host);
-    return finished(tensors);
+    bool receives = rank_ != opts.rootRank;
+    return in_flight(host_->broadcast(host, opts), tensors, [tensors, host, receives]() mutable {
+      if (receives) copy_back(tensors, host);
+    });
   }
 
   WorkPtr allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override {
@@ -128,12 +191,15 @@ class HostStagedBackend final : public c10d::Backend {
     Traced traced("reduce", tensors);
     check_tpu(tensors, "reduce");
     const Reduction r = plan_reduction(opts.reduceOp, size_);
+    after_in_flight(tensors);
     Tensors host = to_host(tensors, &r);
     c10d::ReduceOptions host_opts = opts;
     host_opts.reduceOp = r.host_op;
-    host_->reduce(host, host_opts)->wait();
-    if (rank_ == opts.rootRank) copy_back(tensors, host, r.divisor);
-    return finished(tensors);
+    bool root = rank_ == opts.rootRank;
+    int64_t divisor = r.divisor;
+    return in_flight(host_->reduce(host, host_opts), tensors, [tensors, host, root, divisor]() mutable {
+      if (root) copy_back(tensors, host, divisor);
+    });
   }
 
   WorkPtr allgather(std::vector<Tensors>& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) override {
@@ -144,14 +210,13 @@ class HostStagedBackend final : public c10d::Backend {
 
   WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override {
     Traced traced("_allgather_base", {input});
-    gather_into(output, input, opts);
-    return finished({output});
+    return gather_into(output, input, opts);
   }
 
   WorkPtr allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
                                           const c10d::AllgatherOptions& opts) override {
     return pairwise(outputs, inputs, "allgather_into_tensor_coalesced",
-                    [&](at::Tensor& out, at::Tensor& in) { gather_into(out, in, opts); });
+                    [&](at::Tensor& out, at::Tensor& in) { return gather_into(out, in, opts); });
   }
 
   WorkPtr gather(std::vector<Tensors>& outputs, Tensors& inputs, const c10d::GatherOptions& opts) override {
@@ -164,12 +229,12 @@ class HostStagedBackend final : public c10d::Backend {
     Traced traced("scatter", outputs);
     check_tpu(outputs, "scatter");
     for (auto& list : inputs) check_tpu(list, "scatter");
+    after_in_flight(outputs);
     std::vector<Tensors> host_in;
-    for (auto& list : inputs) host_in.push_back(to_host(list));
+    for (auto& list : inputs) after_in_flight(list), host_in.push_back(to_host(list));
     Tensors host_out = host_like(outputs);
-    host_->scatter(host_out, host_in, opts)->wait();
-    copy_back(outputs, host_out);
-    return finished(outputs);
+    return in_flight(host_->scatter(host_out, host_in, opts), outputs,
+                     [outputs, host_out]() mutable { copy_back(outputs, host_out); });
   }
 
   // Reduce-scatter goes through an allreduce of the whole input on the host
@@ -182,32 +247,39 @@ class HostStagedBackend final : public c10d::Backend {
     TORCH_CHECK(outputs.size() == inputs.size(), "tpu_dist: reduce_scatter got ", outputs.size(), " outputs for ",
                 inputs.size(), " input lists");
     const Reduction r = plan_reduction(opts.reduceOp, size_);
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      check_tpu(inputs[i], "reduce_scatter");
-      TORCH_CHECK(static_cast<int>(inputs[i].size()) == size_, "tpu_dist: reduce_scatter needs ", size_,
-                  " inputs per output (one per rank), got ", inputs[i].size());
-      Tensors host = to_host(inputs[i], &r);
-      c10d::AllreduceCoalescedOptions host_opts;
-      host_opts.reduceOp = r.host_op;
-      host_opts.timeout = opts.timeout;
-      host_->allreduce_coalesced(host, host_opts)->wait();
-      Tensors mine{host[rank_]};
-      Tensors out{outputs[i]};
-      copy_back(out, mine, r.divisor);
+    std::vector<WorkPtr> works;
+    {
+      OneCount batch;
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        check_tpu(inputs[i], "reduce_scatter");
+        TORCH_CHECK(static_cast<int>(inputs[i].size()) == size_, "tpu_dist: reduce_scatter needs ", size_,
+                    " inputs per output (one per rank), got ", inputs[i].size());
+        Tensors out{outputs[i]};
+        after_in_flight(out);
+        after_in_flight(inputs[i]);
+        Tensors host = to_host(inputs[i], &r);
+        c10d::AllreduceCoalescedOptions host_opts;
+        host_opts.reduceOp = r.host_op;
+        host_opts.timeout = opts.timeout;
+        Tensors mine{host[rank_]};
+        int64_t divisor = r.divisor;
+        works.push_back(in_flight(host_->allreduce_coalesced(host, host_opts), out,
+                                  [out, mine, divisor]() mutable { copy_back(out, mine, divisor); }));
+      }
     }
-    return finished(outputs);
+    count_collective();
+    return all_of(works, outputs);
   }
 
   WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override {
     Traced traced("_reduce_scatter_base", {input});
-    scatter_reduced(output, input, opts);
-    return finished({output});
+    return scatter_reduced(output, input, opts);
   }
 
   WorkPtr reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
                                           const c10d::ReduceScatterOptions& opts) override {
     return pairwise(outputs, inputs, "reduce_scatter_tensor_coalesced",
-                    [&](at::Tensor& out, at::Tensor& in) { scatter_reduced(out, in, opts); });
+                    [&](at::Tensor& out, at::Tensor& in) { return scatter_reduced(out, in, opts); });
   }
 
   WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
@@ -216,11 +288,12 @@ class HostStagedBackend final : public c10d::Backend {
     Tensors in{input}, out{output};
     check_tpu(in, "alltoall_base");
     check_tpu(out, "alltoall_base");
+    after_in_flight(in);
+    after_in_flight(out);
     Tensors host_in = to_host(in);
     Tensors host_out = host_like(out);
-    host_->alltoall_base(host_out[0], host_in[0], output_splits, input_splits, opts)->wait();
-    copy_back(out, host_out);
-    return finished(out);
+    return in_flight(host_->alltoall_base(host_out[0], host_in[0], output_splits, input_splits, opts), out,
+                     [out, host_out]() mutable { copy_back(out, host_out); });
   }
 
   // A list all-to-all is one flat all-to-all of the concatenated tensors, split
@@ -245,19 +318,23 @@ class HostStagedBackend final : public c10d::Backend {
       out_splits.push_back(t.numel());
       out_numel += t.numel();
     }
+    after_in_flight(inputs);
+    after_in_flight(outputs);
     Tensors host_in{at::cat(to_host(flat_in))};
     at::Tensor host_out = at::empty({out_numel}, outputs[0].options().device(at::kCPU));
-    host_->alltoall_base(host_out, host_in[0], out_splits, in_splits, opts)->wait();
-    int64_t offset = 0;
-    for (auto& t : outputs) {
-      t.copy_(host_out.narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
-    return finished(outputs);
+    return in_flight(host_->alltoall_base(host_out, host_in[0], out_splits, in_splits, opts), outputs,
+                     [outputs, host_out]() mutable {
+                       int64_t offset = 0;
+                       for (auto& t : outputs) {
+                         t.copy_(host_out.narrow(0, offset, t.numel()).view(t.sizes()));
+                         offset += t.numel();
+                       }
+                     });
   }
 
   WorkPtr send(Tensors& tensors, int dst_rank, int tag) override {
     check_tpu(tensors, "send");
+    after_in_flight(tensors);
     Tensors host = to_host(tensors);
     engine::metrics().add("collectives");
     return c10::make_intrusive<StagedWork>(host_->send(host, dst_rank, tag), host, Tensors{}, c10d::OpType::SEND);
@@ -265,6 +342,7 @@ class HostStagedBackend final : public c10d::Backend {
 
   WorkPtr recv(Tensors& tensors, int src_rank, int tag) override {
     check_tpu(tensors, "recv");
+    after_in_flight(tensors);
     Tensors host = host_like(tensors);
     engine::metrics().add("collectives");
     return c10::make_intrusive<StagedWork>(host_->recv(host, src_rank, tag), host, tensors, c10d::OpType::RECV);
@@ -279,18 +357,30 @@ class HostStagedBackend final : public c10d::Backend {
   }
 
   WorkPtr barrier(const c10d::BarrierOptions& opts) override {
-    // The host backend's barrier takes no device: ours has nothing on the
-    // device to order, since every collective has finished when it returns.
+    // As NCCL's barrier follows the collectives before it: those in flight finish first.
+    wait_in_flight();
     c10d::BarrierOptions host_opts;
     host_opts.timeout = opts.timeout;
     host_->barrier(host_opts)->wait();
     return finished({});
   }
 
-  // Collectives finish when called, so a coalesced batch is the calls in
-  // order; the batch's Work has nothing left to wait for.
-  void startCoalescing() override {}
-  WorkPtr endCoalescing() override { return finished({}); }
+  // A coalesced batch is its calls in order; the batch's Work (the only one c10d's
+  // coalescing manager keeps) completes when all of them have.
+  void startCoalescing() override {
+    std::lock_guard<std::mutex> lock(in_flight_mutex_);
+    coalescing_ = true;
+    coalesced_.clear();
+  }
+  WorkPtr endCoalescing() override {
+    std::vector<WorkPtr> works;
+    {
+      std::lock_guard<std::mutex> lock(in_flight_mutex_);
+      coalescing_ = false;
+      works.swap(coalesced_);
+    }
+    return all_of(works, {});
+  }
 
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
     host_->monitoredBarrier(opts, wait_all_ranks);
@@ -325,10 +415,109 @@ class HostStagedBackend final : public c10d::Backend {
   // A collective that has finished: its Work is done and its future holds the
   // output tensors (DDP's reducer reads them from there).
   static WorkPtr finished(const Tensors& outputs) {
-    engine::metrics().add("collectives");
+    count_collective();
+    return completed(outputs);
+  }
+  static WorkPtr completed(const Tensors& outputs) {
     auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
     future->markCompleted(c10::IValue(outputs));
     return c10d::Work::create_from_future(future);
+  }
+
+  // A collective whose host part runs on the host backend's threads: `finish` (the
+  // copy of the host results into the caller's tpu tensors) runs on the thread that
+  // completes it, and the returned Work (and its future, holding `outputs`)
+  // completes after that. The caller goes on at once: with async_op=True the step's
+  // other work overlaps the transfer (DDP's bucket all-reduces overlap backward);
+  // a blocking call waits on the Work, as with NCCL.
+  WorkPtr in_flight(WorkPtr host_work, const Tensors& outputs, std::function<void()> finish) {
+    count_collective();
+    auto future = host_work->getFuture()->then(
+        [host_work, outputs, finish = std::move(finish)](c10::ivalue::Future& done) {
+          done.value();  // the host collective's error, if any, becomes the Work's
+          // This thread has autograd's default state; the copy into a parameter
+          // (DDP's broadcast of module states) is not a differentiable write.
+          at::NoGradGuard no_grad;
+          struct Completing {
+            Completing() { t_completing = true; }
+            ~Completing() { t_completing = false; }
+          } completing;
+          finish();
+          return c10::IValue(outputs);
+        },
+        c10::ListType::create(c10::TensorType::get()));
+    WorkPtr work = c10::make_intrusive<InFlightWork>(future, host_work->retrieveOpType());
+    {
+      std::lock_guard<std::mutex> lock(in_flight_mutex_);
+      InFlight entry{future, {}};
+      for (const auto& t : outputs) entry.storages.push_back(t.storage().unsafeGetStorageImpl());
+      in_flight_.push_back(std::move(entry));
+      if (coalescing_) coalesced_.push_back(work);
+    }
+    Outstanding::get().add(future);
+    if (blocking()) work->wait();
+    return work;
+  }
+
+  // As the collectives of one NCCL communicator are ordered on its stream: a
+  // collective that reads or writes a tensor an earlier one still writes waits for it.
+  void after_in_flight(const Tensors& tensors) {
+    std::vector<c10::intrusive_ptr<c10::ivalue::Future>> earlier;
+    {
+      std::lock_guard<std::mutex> lock(in_flight_mutex_);
+      while (!in_flight_.empty() && in_flight_.front().future->completed()) in_flight_.pop_front();
+      for (const auto& entry : in_flight_) {
+        if (entry.future->completed()) continue;
+        for (const auto& t : tensors)
+          if (std::find(entry.storages.begin(), entry.storages.end(), t.storage().unsafeGetStorageImpl()) !=
+              entry.storages.end()) {
+            earlier.push_back(entry.future);
+            break;
+          }
+      }
+    }
+    for (auto& f : earlier) f->wait();  // an earlier failure is raised by its own Work, not here
+  }
+
+  void wait_in_flight() {
+    std::deque<InFlight> all;
+    {
+      std::lock_guard<std::mutex> lock(in_flight_mutex_);
+      all.swap(in_flight_);
+    }
+    for (auto& entry : all) entry.future->wait();
+  }
+
+  // One Work for several: completes when all have, its future holding `outputs`.
+  static WorkPtr all_of(const std::vector<WorkPtr>& works, const Tensors& outputs) {
+    if (works.empty()) return completed(outputs);
+    if (works.size() == 1 && outputs.empty()) return works[0];
+    c10::List<c10::intrusive_ptr<c10::ivalue::Future>> futures(c10::FutureType::create(c10::AnyType::get()));
+    for (const auto& w : works) futures.push_back(w->getFuture());
+    auto future = c10::collectAll(futures)->then(
+        [outputs](c10::ivalue::Future& done) {
+          for (const auto& f : done.value().toList()) f.get().toFuture()->value();  // the first error, if any
+          return c10::IValue(outputs);
+        },
+        c10::ListType::create(c10::TensorType::get()));
+    return c10::make_intrusive<InFlightWork>(future, c10d::OpType::COALESCED);
+  }
+
+  // torch_tpu.metrics()["collectives"]: one per call of the backend; a coalesced
+  // call's parts count as one (OneCount alive while they are made).
+  static inline thread_local bool t_in_batch = false;
+  struct OneCount {
+    OneCount() { t_in_batch = true; }
+    ~OneCount() { t_in_batch = false; }
+  };
+  static void count_collective() {
+    if (!t_in_batch) engine::metrics().add("collectives");
+  }
+
+  // TORCH_TPU_DIST_BLOCKING=1: each collective completes in its call.
+  static bool blocking() {
+    static const bool blocking = engine::config::flag(engine::config::Knob::DistBlocking);
+    return blocking;
   }
 
   static void count_staged(const at::Tensor& host) {
@@ -357,12 +546,13 @@ class HostStagedBackend final : public c10d::Backend {
     check_tpu(tensors, op);
     const Reduction r = plan_reduction(opts.reduceOp, size_);
     if (size_ == 1) return finished(reduced_alone(tensors, r));
+    after_in_flight(tensors);
     Tensors host = to_host(tensors, &r);
     Options host_opts = opts;
     host_opts.reduceOp = r.host_op;
-    host_call(host, host_opts)->wait();
-    copy_back(tensors, host, r.divisor);
-    return finished(tensors);
+    int64_t divisor = r.divisor;
+    return in_flight(host_call(host, host_opts), tensors,
+                     [tensors, host, divisor]() mutable { copy_back(tensors, host, divisor); });
   }
 
   // allgather and gather: every input staged, the host's lists of outputs
@@ -372,12 +562,15 @@ class HostStagedBackend final : public c10d::Backend {
     Traced traced(op, inputs);
     check_tpu(inputs, op);
     for (auto& list : outputs) check_tpu(list, op);
+    Tensors all_outputs = flatten(outputs);
+    after_in_flight(inputs);
+    after_in_flight(all_outputs);
     Tensors host_in = to_host(inputs);
     std::vector<Tensors> host_out;
     for (auto& list : outputs) host_out.push_back(host_like(list));
-    host_call(host_out, host_in)->wait();
-    for (size_t i = 0; i < outputs.size(); ++i) copy_back(outputs[i], host_out[i]);
-    return finished(flatten(outputs));
+    return in_flight(host_call(host_out, host_in), all_outputs, [outputs, host_out]() mutable {
+      for (size_t i = 0; i < outputs.size(); ++i) copy_back(outputs[i], host_out[i]);
+    });
   }
 
   // The coalesced tensor collectives: one per (output, input) pair.
@@ -386,8 +579,13 @@ class HostStagedBackend final : public c10d::Backend {
     Traced traced(op, inputs);
     TORCH_CHECK(outputs.size() == inputs.size(), "tpu_dist: ", op, " got ", outputs.size(), " outputs for ",
                 inputs.size(), " inputs");
-    for (size_t i = 0; i < inputs.size(); ++i) one(outputs[i], inputs[i]);
-    return finished(outputs);
+    std::vector<WorkPtr> works;
+    {
+      OneCount batch;
+      for (size_t i = 0; i < inputs.size(); ++i) works.push_back(one(outputs[i], inputs[i]));
+    }
+    count_collective();
+    return all_of(works, outputs);
   }
 
   // A group of one: the reduction of a rank's own tensors is the tensors
@@ -426,7 +624,7 @@ class HostStagedBackend final : public c10d::Backend {
 
   // all_gather_into_tensor: rank i's input lands in the i-th of `size` equal
   // parts of `output` (along its flattened elements, as NCCL lays it out).
-  void gather_into(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  WorkPtr gather_into(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
     Tensors in{input}, out{output};
     check_tpu(in, "all_gather_into_tensor");
     check_tpu(out, "all_gather_into_tensor");
@@ -436,19 +634,21 @@ class HostStagedBackend final : public c10d::Backend {
                 output.scalar_type(), " differs from the input's ", input.scalar_type());
     if (size_ == 1) {
       output.copy_(input.view(output.sizes()));
-      return;
+      return finished(out);
     }
+    after_in_flight(in);
+    after_in_flight(out);
     Tensors host_in = to_host(in);
     at::Tensor host_out = at::empty({output.numel()}, output.options().device(at::kCPU));
     std::vector<Tensors> parts(1);
     for (int i = 0; i < size_; ++i) parts[0].push_back(host_out.narrow(0, i * input.numel(), input.numel()).view(input.sizes()));
-    host_->allgather(parts, host_in, opts)->wait();
-    output.copy_(host_out.view(output.sizes()));
+    return in_flight(host_->allgather(parts, host_in, opts), out,
+                     [output, host_out]() mutable { output.copy_(host_out.view(output.sizes())); });
   }
 
   // reduce_scatter_tensor: the reduction of every rank's input, of which this
   // rank keeps the rank-th of `size` equal parts.
-  void scatter_reduced(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  WorkPtr scatter_reduced(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
     Tensors in{input}, out{output};
     check_tpu(in, "reduce_scatter_tensor");
     check_tpu(out, "reduce_scatter_tensor");
@@ -460,18 +660,30 @@ class HostStagedBackend final : public c10d::Backend {
     if (size_ == 1) {
       output.copy_(input.view(output.sizes()));
       reduced_alone(out, r);  // scales the output, never the input
-      return;
+      return finished(out);
     }
+    after_in_flight(in);
+    after_in_flight(out);
     Tensors host = to_host(in, &r);
     c10d::AllreduceOptions host_opts;
     host_opts.reduceOp = r.host_op;
     host_opts.timeout = opts.timeout;
-    host_->allreduce(host, host_opts)->wait();
     Tensors mine{host[0].view({-1}).narrow(0, rank_ * output.numel(), output.numel()).view(output.sizes())};
-    copy_back(out, mine, r.divisor);
+    int64_t divisor = r.divisor;
+    return in_flight(host_->allreduce(host, host_opts), out,
+                     [out, mine, divisor]() mutable { copy_back(out, mine, divisor); });
   }
 
   c10::intrusive_ptr<c10d::Backend> host_;
+  // Collectives whose results are not yet in their tensors, oldest first.
+  struct InFlight {
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+    std::vector<const c10::StorageImpl*> storages;  // what the collective writes
+  };
+  std::mutex in_flight_mutex_;
+  std::deque<InFlight> in_flight_;
+  bool coalescing_ = false;
+  std::vector<WorkPtr> coalesced_;
 };
 
 }  // namespace

@@ -24,6 +24,7 @@ constexpr std::array kTable = {
     Entry{Knob::DumpFailedPrograms, "TORCH_TPU_DUMP_FAILED_PROGRAMS"},
     Entry{Knob::ExplainCompiles, "TORCH_TPU_EXPLAIN_COMPILES"},
     Entry{Knob::ProgramCacheSize, "TORCH_TPU_PROGRAM_CACHE_SIZE"},
+    Entry{Knob::DistBlocking, "TORCH_TPU_DIST_BLOCKING"},
 };
 
 constexpr bool in_order() {

@@ -20,6 +20,7 @@ enum class Knob : uint8_t {
   DumpFailedPrograms,  // TORCH_TPU_DUMP_FAILED_PROGRAMS
   ExplainCompiles,     // TORCH_TPU_EXPLAIN_COMPILES: print each compile with its reason
   ProgramCacheSize,    // TORCH_TPU_PROGRAM_CACHE_SIZE: programs kept loaded in memory
+  DistBlocking,        // TORCH_TPU_DIST_BLOCKING: tpu_dist collectives complete in their call
 };
 
 // "TORCH_TPU_FALLBACK" for Knob::Fallback.

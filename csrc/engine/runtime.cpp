@@ -598,7 +598,26 @@ void Runtime::release_finished_donations() {
   while (!donated_.empty() && donated_.front().done->is_ready()) donated_.pop_front();
 }
 
+namespace {
+std::mutex g_synchronize_waits_mutex;
+std::vector<std::function<void()>>& synchronize_waits() {
+  static auto* waits = new std::vector<std::function<void()>>();  // never freed: read until exit
+  return *waits;
+}
+}  // namespace
+
+void Runtime::add_synchronize_wait(std::function<void()> wait) {
+  std::lock_guard<std::mutex> lock(g_synchronize_waits_mutex);
+  synchronize_waits().push_back(std::move(wait));
+}
+
 void Runtime::synchronize() {
+  std::vector<std::function<void()>> waits;
+  {
+    std::lock_guard<std::mutex> lock(g_synchronize_waits_mutex);
+    waits = synchronize_waits();
+  }
+  for (const auto& wait : waits) wait();
   std::vector<std::weak_ptr<pjrt::Buffer>> pending;
   std::deque<DonatedUntilDone> donated;
   {

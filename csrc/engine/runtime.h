@@ -3,6 +3,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -97,7 +98,13 @@ class Runtime {
                                 const std::vector<BufferRef>& args, int device);
   BufferRef upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device);
   void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes);
-  void synchronize();  // waits for everything launched so far
+  // Waits for everything launched so far, and first for the work outside the
+  // device's programs that a synchronize also covers (see add_synchronize_wait).
+  void synchronize();
+  // `wait` runs at the start of every synchronize(): work of another layer that
+  // writes device tensors off the device's queue (a collective in flight on the
+  // host, as NCCL's stream is covered by torch.cuda.synchronize()).
+  static void add_synchronize_wait(std::function<void()> wait);
   // Fault injection (tests): the next `count` launches fail with `message`
   // before reaching the plugin, as a launch the plugin refused would.
   static void inject_launch_failures(int count, std::string message);
