@@ -467,13 +467,58 @@ def peer_exit():
     except (RuntimeError, dist.DistError) as e:
         print("rank %d: all_reduce raised after %.1f s: %s" % (RANK, time.monotonic() - start, str(e)[:200]),
               flush=True)
+        # the failure report: the collective, its number in the group, the rank that did not arrive
+        assert "allreduce (collective #" in str(e), e
+        assert "did not arrive" in str(e) and str(e).rstrip().endswith(": %d." % (WORLD - 1)), e
     else:
         raise AssertionError("all_reduce with a dead peer returned")
     assert_close(t.cpu(), rank_input(RANK))  # the rank's own data is intact
 
 
+def peer_stops():
+    """A rank that stops calling (alive, busy elsewhere) makes its peers' collective
+    raise within the group's timeout, naming the collective and the rank missing."""
+    group = dist.new_group(timeout=datetime.timedelta(seconds=3))
+    t = rank_input(RANK).to(DEVICE)
+    dist.all_reduce(t, group=group)  # collective #1 of the group, on every rank
+    if RANK == WORLD - 1:
+        time.sleep(10)  # never calls the second one
+        print("rank %d peer_stops ok" % RANK, flush=True)
+        os._exit(0)
+    start = time.monotonic()
+    work = dist.all_reduce(t, group=group, async_op=True)
+    try:
+        work.wait()
+    except dist.DistError as e:
+        took = time.monotonic() - start
+        print("rank %d: all_reduce raised after %.1f s: %s" % (RANK, took, str(e)[:300]), flush=True)
+        assert took < 9, took  # the group's 3 s, the report's 2 s, slack; not the default 30 min
+        assert "allreduce (collective #2 of this group, on rank %d of %d)" % (RANK, WORLD) in str(e), e
+        assert str(e).rstrip().endswith(": %d." % (WORLD - 1)), e
+    else:
+        raise AssertionError("all_reduce with a rank that stopped calling returned")
+    assert_close(t.cpu(), torch.stack(all_inputs()).sum(0))  # the first one's result, intact
+
+
+def mismatch():
+    """Under TORCH_DISTRIBUTED_DEBUG=DETAIL (PyTorch's collective checker, which wraps
+    tpu_dist as it wraps NCCL), ranks that call a collective with different shapes
+    or dtypes raise before anything is sent, and the group stays usable."""
+    shapes = torch.ones(3 + RANK, device=DEVICE)
+    dtypes = torch.ones(3, device=DEVICE, dtype=torch.float32 if RANK else torch.int64)
+    for bad in (shapes, dtypes):
+        try:
+            dist.all_reduce(bad)
+        except RuntimeError as e:
+            assert "Detected mismatch between collectives on ranks" in str(e), e
+        else:
+            raise AssertionError("a collective whose ranks disagree returned")
+    t = rank_input(RANK).to(DEVICE)
+    dist.all_reduce(t)
+    assert_close(t.cpu(), torch.stack(all_inputs()).sum(0))
+
 SCENARIOS = {f.__name__: f for f in (collectives, asynchronous, ddp, fsdp2, checkpoint, dtensor, compiled, divergent, errors,
-                                      peer_exit)}
+                                      peer_exit, peer_stops, mismatch)}
 
 
 def main(names):

@@ -87,3 +87,11 @@ def test_cpu_plugin_exposes_a_device_per_local_rank(monkeypatch):
 def test_a_dead_peer_makes_the_collective_raise(tmp_path):
     # rank 1 exits; rank 0's all_reduce raises (gloo's connection error) instead of hanging
     torchrun(2, ["peer_exit"], tmp_path)
+
+
+def test_ranks_that_disagree_raise_before_sending_under_the_detail_checker(tmp_path):
+    torchrun(2, ["mismatch"], tmp_path, TORCH_DISTRIBUTED_DEBUG="DETAIL")
+
+
+def test_a_rank_that_stops_calling_is_named_within_the_timeout(tmp_path):
+    torchrun(2, ["peer_stops"], tmp_path)

@@ -22,7 +22,7 @@ def _create_backend(options, backend_options=None):
             "(torch.distributed.is_gloo_available() is False)")
     _C._register_host_staged_backend()
     host = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size, options.timeout)
-    return _C._HostStagedBackend(host, options.group_rank, options.group_size)
+    return _C._HostStagedBackend(host, options.store, options.group_rank, options.group_size)
 
 
 def _default_groups_serve_cpu_too():

@@ -1,11 +1,15 @@
 #include "distributed/host_staged_backend.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -133,6 +137,66 @@ struct Outstanding {
   }
 };
 
+// What a failed collective tells its caller beyond the host backend's error: the
+// collective, its number in the group, and where the other ranks are. Each rank
+// whose collective fails writes its number to the group's store and reads the
+// others' for a short while: a rank that wrote nothing has exited or is not in a
+// collective (it stopped calling, or waits in another group).
+class FailureReport {
+ public:
+  FailureReport(c10::intrusive_ptr<c10d::Store> store, int rank, int size)
+      : store_(std::move(store)), rank_(rank), size_(size) {}
+
+  [[noreturn]] void raise(const char* op, uint64_t number, const std::string& error) const {
+    std::string message = std::string("tpu_dist: ") + op + " (collective #" + std::to_string(number) +
+                          " of this group, on rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                          ") failed: " + error;
+    if (store_) message += "\n" + others(number);
+    C10_THROW_ERROR(DistBackendError, message);
+  }
+
+ private:
+  static std::string key(int rank) { return "tpu_dist_failed/" + std::to_string(rank); }
+
+  std::string others(uint64_t number) const {
+    constexpr auto kGrace = std::chrono::seconds(2);
+    std::vector<std::string> reported;
+    std::vector<int> missing;
+    try {
+      std::string mine = std::to_string(number);
+      store_->set(key(rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_) missing.push_back(r);
+      auto deadline = std::chrono::steady_clock::now() + kGrace;
+      while (!missing.empty()) {
+        std::erase_if(missing, [&](int r) {
+          if (!store_->check({key(r)})) return false;
+          std::vector<uint8_t> value = store_->get(key(r));
+          reported.push_back("rank " + std::to_string(r) + " at #" + std::string(value.begin(), value.end()));
+          return true;
+        });
+        if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    } catch (const std::exception& e) {
+      return std::string("(the group's store did not answer for a desync report: ") + e.what() + ")";
+    }
+    std::string s = "Ranks whose collective failed too: ";
+    for (size_t i = 0; i < reported.size(); ++i) s += (i ? ", " : "") + reported[i];
+    if (reported.empty()) s += "none";
+    s += ". Ranks that did not arrive (exited, or not in a collective of this group within 2 s): ";
+    for (size_t i = 0; i < missing.size(); ++i) s += (i ? ", " : "") + std::to_string(missing[i]);
+    if (missing.empty()) s += "none";
+    return s + ".";
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  int rank_, size_;
+};
+
+// The collective a backend method is running on this thread (set by Traced).
+thread_local const char* t_collective = "collective";
+
 // A collective in flight (HostStagedBackend::in_flight): done when `future` is,
 // whose value is the output tensors. Waiting raises the collective's error (the
 // host backend's, e.g. a peer that died or timed out), as NCCL's Work does.
@@ -158,8 +222,10 @@ class InFlightWork final : public c10d::Work {
 
 class HostStagedBackend final : public c10d::Backend {
  public:
-  HostStagedBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size)
-      : Backend(rank, size), host_(std::move(host)) {
+  HostStagedBackend(c10::intrusive_ptr<c10d::Backend> host, c10::intrusive_ptr<c10d::Store> store, int rank,
+                    int size)
+      : Backend(rank, size), host_(std::move(host)),
+        failure_(std::make_shared<FailureReport>(std::move(store), rank, size)) {
     TORCH_CHECK(host_, "tpu_dist: no host backend to stage collectives through");
   }
 
@@ -404,6 +470,7 @@ class HostStagedBackend final : public c10d::Backend {
   struct Traced : engine::trace::Span {
     Traced(const char* op, const Tensors& tensors)
         : Span(engine::trace::Kind::Collective, tensors.empty() ? 0 : tensors[0].device().index()) {
+      t_collective = op;
       if (!active()) return;
       int64_t bytes = 0;
       for (const auto& t : tensors) bytes += static_cast<int64_t>(t.nbytes());
@@ -432,9 +499,11 @@ class HostStagedBackend final : public c10d::Backend {
   // a blocking call waits on the Work, as with NCCL.
   WorkPtr in_flight(WorkPtr host_work, const Tensors& outputs, std::function<void()> finish) {
     count_collective();
+    uint64_t number = ++collectives_;
     auto future = host_work->getFuture()->then(
-        [host_work, outputs, finish = std::move(finish)](c10::ivalue::Future& done) {
-          done.value();  // the host collective's error, if any, becomes the Work's
+        [host_work, outputs, finish = std::move(finish), failure = failure_, op = t_collective,
+         number](c10::ivalue::Future& done) {
+          if (done.hasError()) failure->raise(op, number, done.tryRetrieveErrorMessage());
           // This thread has autograd's default state; the copy into a parameter
           // (DDP's broadcast of module states) is not a differentiable write.
           at::NoGradGuard no_grad;
@@ -675,6 +744,8 @@ class HostStagedBackend final : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Backend> host_;
+  std::shared_ptr<const FailureReport> failure_;  // shared with completions that may outlive the backend
+  std::atomic<uint64_t> collectives_{0};          // numbers the group's collectives, for failure reports
   // Collectives whose results are not yet in their tensors, oldest first.
   struct InFlight {
     c10::intrusive_ptr<c10::ivalue::Future> future;
@@ -695,10 +766,9 @@ void bind(pybind11::module_& m) {
   m.def("_register_host_staged_backend", [m]() mutable {
     if (py::hasattr(m, "_HostStagedBackend")) return;
     py::class_<HostStagedBackend, c10d::Backend, c10::intrusive_ptr<HostStagedBackend>>(m, "_HostStagedBackend")
-        .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& host, int rank, int size) {
-               return c10::make_intrusive<HostStagedBackend>(host, rank, size);
-             }),
-             py::arg("host_backend"), py::arg("rank"), py::arg("size"));
+        .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& host, const c10::intrusive_ptr<c10d::Store>& store,
+                         int rank, int size) { return c10::make_intrusive<HostStagedBackend>(host, store, rank, size); }),
+             py::arg("host_backend"), py::arg("store"), py::arg("rank"), py::arg("size"));
   });
 }
 
