@@ -62,3 +62,57 @@ def test_a_device_nobody_knows_is_still_refused(tmp_path):
     save_file(_tensors(), path)
     with pytest.raises(Exception, match="device bogus is invalid"):
         load_file(path, device="bogus")
+
+
+_LOAD_MEMORY = r"""
+import json, sys, threading, time
+import torch, torch_tpu
+from transformers import AutoModelForCausalLM
+
+def anon_kib():  # anonymous resident memory: tensors and (XLA:CPU) device buffers, not mapped files
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
+
+path, device_map = sys.argv[1], sys.argv[2]
+torch.ones(1, device="tpu").cpu()  # the runtime is up before the baseline
+peak, done = [0], threading.Event()
+def sample():
+    while not done.is_set():
+        peak[0] = max(peak[0], anon_kib())
+        time.sleep(0.001)
+base = anon_kib()
+sampler = threading.Thread(target=sample)
+sampler.start()
+model = AutoModelForCausalLM.from_pretrained(path, device_map=device_map)
+torch.tpu.synchronize()
+done.set()
+sampler.join()
+print(json.dumps({"peak_growth": (max(peak[0], anon_kib()) - base) * 1024,
+                  "weights": sum(p.numel() * p.element_size() for p in model.parameters()),
+                  "devices": sorted({p.device.type for p in model.parameters()})}))
+"""
+
+
+def test_from_pretrained_device_map_tpu_makes_no_full_cpu_copy(tmp_path):
+    # A checkpoint's shards go from the file (mapped, not copied) to device buffers, tensor by
+    # tensor. On XLA:CPU device buffers are host memory too, so the peak anonymous memory of a
+    # tpu load is the weights once plus what a CPU load costs Transformers; a full CPU copy of
+    # the model on the way would add the weights a second time.
+    import json
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from support import run_python
+
+    config = LlamaConfig(vocab_size=8192, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=4, tie_word_embeddings=False)
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)  # about 30 MiB of float32 weights
+    runs = {}
+    for device_map in ("cpu", "tpu"):
+        out = run_python(_LOAD_MEMORY, str(tmp_path), device_map)
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs[device_map] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert runs["tpu"]["devices"] == ["tpu"] and runs["cpu"]["devices"] == ["cpu"]
+    weights = runs["tpu"]["weights"]
+    extra = runs["tpu"]["peak_growth"] - runs["cpu"]["peak_growth"]  # beyond a CPU load's own
+    assert extra < 1.5 * weights, (runs, extra / weights)
+    assert extra > 0.5 * weights, (runs, extra / weights)  # the device buffers are counted: the probe sees memory
