@@ -195,6 +195,19 @@ def test_report_keeps_models_cpu_cannot_build_out_of_the_count(tmp_path):
     assert "config (not built or not run on CPU, not counted) 1" in text
 
 
+def test_report_counts_the_ops_that_fall_back_across_models():
+    from torch_tpu.tools import hf_report
+
+    records = [{"model": "a", "status": "fallback", "fallback_ops": {"aten::x": 3, "aten::y": 1}},
+               {"model": "b", "status": "fallback", "fallback_ops": {"aten::y": 5}},
+               {"model": "c", "status": "native"}]
+    assert hf_report.fallback_histogram(records) == [{"op": "aten::y", "models": 2, "calls": 6},
+                                                     {"op": "aten::x", "models": 1, "calls": 3}]
+    text = hf_report.markdown(records, "strict", "0")
+    assert "| aten::y | 2 | 6 |" in text and text.index("aten::y | 2") < text.index("aten::x | 1")
+    assert "Ops that fall back" not in hf_report.markdown(records[2:], "strict", "0")
+
+
 def test_report_leaves_out_a_config_it_could_not_shrink(monkeypatch):
     from torch_tpu.tools import hf_report
 

@@ -421,6 +421,18 @@ def summarize(records):
     return counts, len(counted)
 
 
+def fallback_histogram(records):
+    """The ops that fall back, most needed first: for each, the models that need it
+    (status fallback) and its calls over all of them."""
+    ops = {}
+    for r in records:
+        for op, calls in (r.get("fallback_ops") or {}).items():
+            entry = ops.setdefault(op, {"op": op, "models": 0, "calls": 0})
+            entry["models"] += 1
+            entry["calls"] += int(calls)
+    return sorted(ops.values(), key=lambda e: (-e["models"], -e["calls"], e["op"]))
+
+
 def markdown(records, mode, transformers_version):
     counts, total = summarize(records)
     lines = ["# Hugging Face causal LMs on tpu (%s mode, transformers %s)" % (mode, transformers_version), "",
@@ -432,6 +444,10 @@ def markdown(records, mode, transformers_version):
     for r in records:
         detail = r.get("error") or (", ".join(sorted(r.get("fallback_ops", {}))) if r.get("fallback_ops") else "")
         lines.append("| %s | %s | %s |" % (r["model"], r["status"], detail.replace("|", "\\|")))
+    histogram = fallback_histogram(records)
+    if histogram:
+        lines += ["", "## Ops that fall back", "", "| op | models | calls |", "|---|---|---|"]
+        lines += ["| %s | %d | %d |" % (e["op"], e["models"], e["calls"]) for e in histogram]
     return "\n".join(lines) + "\n"
 
 
@@ -463,7 +479,7 @@ def main(argv=None):
                                               record["status"], record.get("error", "")[:120]), flush=True)
     os.makedirs(args.out_dir, exist_ok=True)
     report = {"mode": args.mode, "transformers": transformers.__version__, "models": records,
-              "seconds": time.perf_counter() - started}
+              "fallback_histogram": fallback_histogram(records), "seconds": time.perf_counter() - started}
     with open(os.path.join(args.out_dir, "hf_models.json"), "w") as f:
         json.dump(report, f, indent=1)
     with open(os.path.join(args.out_dir, "hf_models.md"), "w") as f:
