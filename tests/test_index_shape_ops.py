@@ -339,6 +339,7 @@ def test_index_select_backward_and_edges():
     check(lambda t, i: torch.index_select(t, 0, i), make((4, 5)), torch.zeros(0, dtype=torch.int64))
     check(lambda t, i: torch.index_select(t, 0, i), torch.tensor(1.5), torch.tensor([0]))
     same_error(lambda t, i: torch.index_select(t, 0, i), make((0, 5)), torch.tensor([0]))
+    same_error(lambda t, i: torch.index_select(t, 0, i), make((0,)), torch.tensor([1]))  # IndexError, as CPU
     same_error(lambda t, i: torch.index_select(t, 0, i), make((4, 5)), torch.zeros(2, 2, dtype=torch.int64))
     same_error(lambda t, i: torch.index_select(t, 0, i), make((4, 5)), torch.zeros(2))
 

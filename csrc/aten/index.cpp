@@ -139,8 +139,12 @@ at::Tensor index_select_op(const char* name, const at::Tensor& self, int64_t dim
   TORCH_CHECK(index.scalar_type() == c10::kLong || index.scalar_type() == c10::kInt,
               "index_select(): Expected dtype int32 or int64 for index");
   int64_t d = wrap_dim(dim, self);
-  TORCH_CHECK(index.numel() == 0 || self.dim() == 0 || self.size(d) > 0,
-              "index_select(): self indexing axis dim should be positive");
+  // Every index is out of range of a dimension of size 0: CPU says so as an IndexError for a
+  // vector, and with a message of its own (a RuntimeError) for more dimensions.
+  if (index.numel() > 0 && self.dim() > 0 && self.size(d) == 0) {
+    TORCH_CHECK_INDEX(self.dim() > 1, "index out of range in self");
+    TORCH_CHECK(false, "index_select(): self indexing axis dim should be positive");
+  }
   check_index_values(name, index, {dim_size(self, d)}, ErrorType::Index, index_out_of_range_in_self);
   c10::DeviceGuard guard(self.device());
   at::Tensor output = prepare_output(name, out, sizes, dtype, self.device(), false);
