@@ -40,9 +40,9 @@ at::Tensor prepare_matrix_output(const char* name, const at::Tensor* out, c10::I
   if (shape.size() < 2) return prepare_output(name, out, shape, dtype, device, false);
   c10::DimVector strides = at::native::batched_matrix_contiguous_strides(shape, /*f_contig=*/true);
   if (out == nullptr) return at::empty_strided(shape, strides, at::TensorOptions().dtype(dtype).device(device));
-  TORCH_CHECK(c10::canCast(dtype, out->scalar_type()), "result type ", dtype,
-              " can't be cast to the desired output type ", out->scalar_type());
-  if (at::native::resize_output(*out, shape)) out->as_strided_(shape, strides);
+  bool resized = !out->sizes().equals(shape);  // resize_output leaves an out of the right shape as it is
+  prepare_output(name, out, shape, dtype, device, false);
+  if (resized) out->as_strided_(shape, strides);
   return *out;
 }
 
