@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 import torch_tpu  # noqa: F401
-from support import make, to_tpu, check, grads, check_grads
+from support import make, to_tpu, check, grads, check_grads, run_python
 
 NAN, INF = float("nan"), float("inf")
 BF16_TOL = dict(rtol=1.6e-2, atol=1e-2)
@@ -646,3 +646,42 @@ def test_a_transposed_result_backward_matches_cpu():
         y = (a.t() * 2).exp()
         (y.t().reshape(-1) * torch.arange(32.0, device=a.device)).sum().backward()
     assert_close(t.grad.cpu(), x.grad)
+
+
+def test_fused_integer_division_by_a_folded_zero_does_not_kill_the_process():
+    # a - a folds to a constant zero in the fused graph; XLA's StableHLO folder then divided
+    # by it on the host (SIGFPE). Run in a child so a crash fails this test, not the suite.
+    code = """
+import torch, torch_tpu
+a = torch.tensor([7, -7, 2], dtype=torch.int32, device="tpu")
+with torch_tpu.eager_mode("fused"):
+    z = a - a
+    outs = [a // z, a % z, a.fmod(z), a.div(z, rounding_mode="trunc"), z // z, (a * 0).remainder(z)]
+    torch.tpu.synchronize()
+print([tuple(o.cpu().shape) for o in outs])
+"""
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == str([(3,)] * 6)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_bool_times_inf_and_over_zero_give_nan_where_false_as_on_cpu(mode):
+    # XLA's simplifier rewrites convert(pred) * y to select(pred, y, 0), losing 0 * inf = NaN.
+    a = torch.tensor([False, True, False])
+    ops = [lambda x: x / 0, lambda x: x * float("inf"), lambda x: x.float() * float("-inf"),
+           lambda x: x.float() / torch.zeros((), device=x.device), lambda x: x.to(torch.complex64) * float("inf")]
+    with torch_tpu.eager_mode(mode):
+        for op in ops:
+            assert_close(op(a.to("tpu")).cpu(), op(a), equal_nan=True)
+
+
+def test_bool_floor_division_of_mismatched_shapes_names_the_shapes_as_cpu_does():
+    a, b = torch.ones(5, 2, dtype=torch.bool), torch.ones(3, dtype=torch.bool)
+    with pytest.raises(RuntimeError) as cpu:
+        a // b
+    with pytest.raises(RuntimeError) as tpu:
+        a.to("tpu") // b.to("tpu")
+    assert str(tpu.value) == str(cpu.value)
+    with pytest.raises(NotImplementedError, match="div_floor"):  # same shapes: the Bool is what is named
+        a.to("tpu") // a.to("tpu")

@@ -224,3 +224,31 @@ def test_bmm_baddbmm_and_batched_matmul():
         assert_close(g_tpu, g_cpu)
     with pytest.raises(RuntimeError, match="same number of batches"):
         torch.bmm(a.to("tpu"), make((2, 5, 2)).to("tpu"))
+
+
+MATRIX_PRODUCT_DTYPE_CASES = {  # (fn, a's shape and dtype, b's shape and dtype); CPU's outcome is the reference
+    "bmm_mixed": (torch.bmm, ((1, 2, 2), torch.float32), ((1, 2, 2), torch.bool)),
+    "bmm_int_float": (torch.bmm, ((1, 2, 2), torch.int32), ((1, 2, 2), torch.float32)),
+    "bmm_bool": (torch.bmm, ((2, 2, 2), torch.bool), ((2, 2, 2), torch.bool)),
+    "bmm_bool_float": (torch.bmm, ((1, 2, 2), torch.bool), ((1, 2, 2), torch.float32)),
+    "bmm_empty_batch": (torch.bmm, ((0, 2, 2), torch.float32), ((0, 2, 2), torch.int32)),
+    "bmm_empty_rows": (torch.bmm, ((2, 0, 2), torch.float32), ((2, 2, 2), torch.int32)),
+    "bmm_empty_contraction": (torch.bmm, ((2, 2, 0), torch.float32), ((2, 0, 2), torch.int32)),
+    "matmul_broadcast_empty": (torch.matmul, ((5, 1), torch.int32), ((0, 1, 3), torch.int64)),
+    "mm_mixed": (torch.mm, ((2, 2), torch.float16), ((2, 3), torch.int32)),
+    "mm_empty_mixed": (torch.mm, ((0, 2), torch.float32), ((2, 3), torch.int32)),
+}
+
+
+@pytest.mark.parametrize("case", MATRIX_PRODUCT_DTYPE_CASES)
+def test_matrix_products_of_mixed_or_empty_operands_behave_as_on_cpu(case):
+    fn, (sa, da), (sb, db) = MATRIX_PRODUCT_DTYPE_CASES[case]
+    a, b = torch.ones(sa, dtype=da), torch.ones(sb, dtype=db)
+    try:
+        expected = fn(a, b)
+    except Exception as e:  # noqa: BLE001 - the same exception type and message are expected on tpu
+        with pytest.raises(type(e)) as raised:
+            fn(a.to("tpu"), b.to("tpu"))
+        assert str(raised.value) == str(e)
+        return
+    assert_close(fn(a.to("tpu"), b.to("tpu")).cpu(), expected)

@@ -106,6 +106,7 @@ at::Tensor divide(const char* name, const at::Tensor& self, const at::Tensor& ot
                 "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
     op = *mode == "trunc" ? Binary::TruncDiv : Binary::FloorDiv;
     compute = common;
+    at::infer_size_dimvector(self.sizes(), other.sizes());  // CPU names a shape mismatch before a Bool
     TORCH_CHECK_NOT_IMPLEMENTED(compute != c10::kBool, "\"div_", *mode, "\" not implemented for 'Bool'");  // as CPU
     check_integer_divisor(name, self, other, common);
   }

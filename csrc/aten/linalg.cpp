@@ -30,9 +30,22 @@ void check_matmul(const char* name, const at::Tensor& a, const at::Tensor& b, in
                 a.size(0), " and ", b.size(0));
   TORCH_CHECK(a.size(rank - 1) == b.size(rank - 2), name, ": mat1 and mat2 shapes cannot be multiplied (",
               a.size(rank - 2), "x", a.size(rank - 1), " and ", b.size(rank - 2), "x", b.size(rank - 1), ")");
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
-              a.scalar_type(), " != ", b.scalar_type());
+  if (rank == 3) {  // CPU's batched kernels dispatch on self's dtype, then read mat2 as that type
+    TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != c10::kBool, "\"bmm\" not implemented for 'Bool'");
+    TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected scalar type ", a.scalar_type(), " but found ",
+                b.scalar_type());
+    return;
+  }
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ", a.dtype(),
+              " != ", b.dtype());
   TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != c10::kBool, "\"", name, "\" not implemented for 'Bool'");  // as CPU
+}
+
+// CPU's bmm returns before it looks at dtypes when there is nothing to multiply (an empty
+// result, or an empty contraction: zeros), in mat2's dtype.
+bool bmm_without_products(const at::Tensor& m1, const at::Tensor& m2) {
+  return m1.dim() == 3 && m2.dim() == 3 && m1.size(0) == m2.size(0) && m1.size(2) == m2.size(1) &&
+         (m1.numel() == 0 || m2.numel() == 0);
 }
 
 // beta * self + alpha * (m1 @ m2) for matrices (rank 2) or batches (rank 3);
@@ -40,13 +53,15 @@ void check_matmul(const char* name, const at::Tensor& a, const at::Tensor& b, in
 at::Tensor matmul_op(const char* name, const at::Tensor* self, const at::Tensor& m1, const at::Tensor& m2,
                      const c10::Scalar& beta, const c10::Scalar& alpha, const at::Tensor* out, bool inplace) {
   int64_t rank = m1.dim() == 3 ? 3 : 2;
-  check_matmul(name, m1, m2, rank);
-  c10::ScalarType dtype = m1.scalar_type();
   c10::DeviceGuard guard(m1.device());
   c10::DimVector shape;
   if (rank == 3) shape.push_back(m1.size(0));
   shape.push_back(m1.size(rank - 2));
   shape.push_back(m2.size(rank - 1));
+  if (self == nullptr && bmm_without_products(m1, m2))
+    return prepare_output(name, out, shape, m2.scalar_type(), m1.device(), inplace).zero_();
+  check_matmul(name, m1, m2, rank);
+  c10::ScalarType dtype = m1.scalar_type();
   at::Tensor output = prepare_output(name, out, shape, dtype, m1.device(), inplace);
   Program p(name, m1.device());
   ir::Graph& g = p.graph();

@@ -131,6 +131,9 @@ Value convert(Graph& g, Value x, DType dtype) {
   if (t.dtype == dtype) return x;
   // XLA has no complex-to-real convert; PyTorch's cast keeps the real part.
   if (is_complex(t.dtype) && !is_complex(dtype)) return convert(g, real(g, x), dtype);
+  // XLA's simplifier turns convert(pred) * y into select(pred, y, 0), which drops PyTorch's
+  // 0 * inf = NaN (False / 0 must be NaN); a bool reaches floats through u8 so it cannot match.
+  if (t.dtype == DType::Pred && (is_floating(dtype) || is_complex(dtype))) x = convert(g, x, DType::U8);
   return g.add(ir::Op::Convert, {x}, Type{dtype, t.shape});
 }
 
@@ -264,8 +267,18 @@ Value concatenate(Graph& g, const std::vector<Value>& xs, int64_t dimension) {
 Value unary(Graph& g, Op op, Value x) { return g.add(op, {x}, g.type(x)); }
 
 Value binary(Graph& g, Op op, Value a, Value b) {
-  require(g.type(a) == g.type(b), "binary operands differ in type");
-  return g.add(op, {a, b}, g.type(a));
+  const Type& t = g.type(a);
+  require(t == g.type(b), "binary operands differ in type");
+  bool integer_division = (op == Op::Divide || op == Op::Remainder) && !is_floating(t.dtype) &&
+                          !is_complex(t.dtype) && t.dtype != DType::Pred;
+  if (integer_division) {
+    // StableHLO's folder divides integer constants on the host, where a zero divisor is a SIGFPE
+    // that kills the process (a fused graph folds whole programs of constants). Dividing by one
+    // there keeps the folder safe; that quotient is undefined anyway (CPU raises; debug mode checks).
+    Value zero = full(g, t.dtype, 0, t.shape);
+    b = select(g, compare(g, b, zero, Compare::EQ), full(g, t.dtype, 1, t.shape), b);
+  }
+  return g.add(op, {a, b}, t);
 }
 
 Value compare(Graph& g, Value a, Value b, Compare direction) {
