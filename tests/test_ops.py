@@ -252,3 +252,74 @@ def test_matrix_products_of_mixed_or_empty_operands_behave_as_on_cpu(case):
         assert str(raised.value) == str(e)
         return
     assert_close(fn(a.to("tpu"), b.to("tpu")).cpu(), expected)
+
+
+def _outcome(fn, device):
+    """fn(device)'s result on the CPU, or its exception's type and message (an op-name prefix dropped)."""
+    try:
+        return fn(device).cpu()
+    except Exception as e:  # noqa: BLE001 - the outcome compared is the exception
+        return type(e), str(e).split("unsupported operation: ")[-1]
+
+
+def _expanded_fill(d):
+    a = torch.arange(3.0, device=d)
+    a.expand(2, 3).fill_(7)
+    return a
+
+
+def _expanded_zero(d):
+    a = torch.arange(3.0, device=d).view(3, 1)
+    a.expand(3, 4).zero_()
+    return a
+
+
+def _expanded_fill_tensor(d):  # CPU refuses this one
+    a = torch.arange(3.0, device=d)
+    a.expand(2, 3).fill_(torch.tensor(2.0, device=d))
+    return a
+
+
+def _copy_partial_overlap(d):
+    a = torch.arange(6.0, device=d)
+    a[1:4].copy_(a[0:3])
+    return a
+
+
+def _copy_onto_itself(d):
+    a = torch.arange(6.0, device=d)
+    a[0:3].copy_(a[0:3])
+    a[3:].copy_(a[:3])
+    return a
+
+
+def _copy_transposed_onto_itself(d):
+    a = torch.arange(4.0, device=d).view(2, 2)
+    a.copy_(a.t())
+    return a
+
+
+OVERLAP_CASES = [_expanded_fill, _expanded_zero, _expanded_fill_tensor, _copy_partial_overlap, _copy_onto_itself,
+                 _copy_transposed_onto_itself,
+                 lambda d: torch.mm(torch.ones(2, 0, dtype=torch.bool, device=d), torch.ones(0, 3, dtype=torch.bool,
+                                                                                             device=d)),
+                 lambda d: torch.mv(torch.ones(2, 0, dtype=torch.bool, device=d), torch.ones(0, dtype=torch.bool,
+                                                                                             device=d)),
+                 lambda d: torch.addmv(torch.ones(2, device=d), torch.ones(2, 0, device=d), torch.ones(0, device=d),
+                                       beta=2),
+                 lambda d: torch.mm(torch.ones(2, 2, dtype=torch.bool, device=d), torch.ones(2, 3, dtype=torch.bool,
+                                                                                             device=d))]
+
+
+@pytest.mark.parametrize("case", range(len(OVERLAP_CASES)))
+def test_overlapping_writes_and_empty_bool_products_behave_as_on_cpu(case):
+    # Found by differential fuzzing: CPU fills an expanded tensor, refuses a copy between
+    # partly overlapping views, and multiplies empty Bool matrices.
+    fn = OVERLAP_CASES[case]
+    expected, got = _outcome(fn, "cpu"), _outcome(fn, "tpu")
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple) and got[0] is expected[0], got
+        if expected[0] is RuntimeError:
+            assert got[1] == expected[1]
+    else:
+        assert_close(got, expected)

@@ -990,12 +990,22 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self, const at::
   return out;
 }
 
+// The elements fill_(Scalar) and zero_ write: `self` without its broadcast (stride-0)
+// dimensions, which repeat elements; CPU fills an expanded tensor so.
+at::Tensor fill_target(const at::Tensor& self) {
+  c10::DimVector sizes(self.sizes().begin(), self.sizes().end());
+  bool repeats = false;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (self.stride(d) == 0 && sizes[d] > 1) sizes[d] = 1, repeats = true;
+  return repeats ? self.as_strided(sizes, self.strides(), self.storage_offset()) : self;
+}
+
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
               value.dim(), " dimensions.");
   c10::DeviceGuard guard(self.device());
   Program p("fill_", self.device());
-  ir::Value v = read_operand(p, value, self.scalar_type());
+  ir::Value v = read_operand(p, value, self.scalar_type());  // CPU refuses an expanded self here
   p.write(self, ir::broadcast_in_dim(p.graph(), v, to_shape(self.sizes()), {}));
   p.run();
   return self;
@@ -1005,7 +1015,8 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   c10::DeviceGuard guard(self.device());
   Program p("fill_", self.device());
   ir::Value v = scalar_value(p, value, lowering::to_ir(self.scalar_type()));
-  p.write(self, ir::broadcast_in_dim(p.graph(), v, to_shape(self.sizes()), {}));
+  at::Tensor target = fill_target(self);
+  p.write(target, ir::broadcast_in_dim(p.graph(), v, to_shape(target.sizes()), {}));
   p.run();
   return self;
 }
@@ -1017,7 +1028,8 @@ at::Tensor& zero_(at::Tensor& self) {
   }
   c10::DeviceGuard guard(self.device());
   Program p("zero_", self.device());
-  p.write(self, ir::full(p.graph(), lowering::to_ir(self.scalar_type()), 0, to_shape(self.sizes())));
+  at::Tensor target = fill_target(self);
+  p.write(target, ir::full(p.graph(), lowering::to_ir(self.scalar_type()), 0, to_shape(target.sizes())));
   p.run();
   return self;
 }

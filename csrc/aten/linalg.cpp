@@ -38,7 +38,9 @@ void check_matmul(const char* name, const at::Tensor& a, const at::Tensor& b, in
   }
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ", a.dtype(),
               " != ", b.dtype());
-  TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != c10::kBool, "\"", name, "\" not implemented for 'Bool'");  // as CPU
+  // As CPU: Bool has no kernel, needed only when there is something to multiply.
+  TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != c10::kBool || a.numel() == 0 || b.numel() == 0, "\"", name,
+                              "\" not implemented for 'Bool'");
 }
 
 // CPU's bmm returns before it looks at dtypes when there is nothing to multiply (an empty
@@ -63,6 +65,7 @@ at::Tensor matmul_op(const char* name, const at::Tensor* self, const at::Tensor&
   check_matmul(name, m1, m2, rank);
   c10::ScalarType dtype = m1.scalar_type();
   at::Tensor output = prepare_output(name, out, shape, dtype, m1.device(), inplace);
+  if (self == nullptr && (m1.numel() == 0 || m2.numel() == 0)) return output.zero_();  // an empty contraction
   Program p(name, m1.device());
   ir::Graph& g = p.graph();
   ir::DType compute = lowering::to_ir(dtype);
@@ -152,13 +155,17 @@ ir::Value add_scaled(Program& p, ir::Value product, const at::Tensor& self, c10:
 at::Tensor add_contraction(Overload o, const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
                            const ir::Dims& a_dims, const ir::Dims& b_dims, c10::IntArrayRef shape,
                            c10::ScalarType dtype, const c10::Scalar& beta, const c10::Scalar& alpha) {
-  TORCH_CHECK_NOT_IMPLEMENTED(dtype != c10::kBool, "\"", o.name, "\" not implemented for 'Bool'");  // as CPU
+  bool empty_contraction = a.numel() == 0 || b.numel() == 0;
+  // As CPU: Bool has no kernel, needed only when there is something to multiply.
+  TORCH_CHECK_NOT_IMPLEMENTED(dtype != c10::kBool || empty_contraction, "\"", o.name, "\" not implemented for 'Bool'");
   c10::DeviceGuard guard(a.device());
   at::Tensor output = prepare_output(o.name, o.out, shape, dtype, a.device(), o.inplace);
   if (output.numel() == 0) return output;
   Program p(o.name, a.device());
   ir::Graph& g = p.graph();
-  ir::Value prod = lowering::contract(g, p.read(a), p.read(b), {}, {}, a_dims, b_dims, accumulate_type(dtype));
+  ir::Value prod = empty_contraction ? ir::full(g, lowering::to_ir(dtype), 0, to_shape(shape))
+                                     : lowering::contract(g, p.read(a), p.read(b), {}, {}, a_dims, b_dims,
+                                                          accumulate_type(dtype));
   p.write(output, add_scaled(p, ir::convert(g, prod, lowering::to_ir(dtype)), self, dtype, beta, alpha));
   p.run();
   return output;

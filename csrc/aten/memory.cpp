@@ -1,4 +1,5 @@
 // Creation, resizing, copies between devices and the metadata-only view ops.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
@@ -204,6 +205,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
       dst.copy_(values);
     }
   } else if (src_tpu && dst_tpu && self.device() == dst.device()) {
+    at::assert_no_partial_overlap(dst, self);  // CPU's TensorIterator check
     Program p("copy_", dst.device());
     ir::Value v = p.read(self);
     ir::Graph& g = p.graph();
