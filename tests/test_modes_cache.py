@@ -1,6 +1,7 @@
 """Eager modes (strict, debug) and the on-disk compilation cache."""
 import glob
 import os
+import stat
 import struct
 
 import pytest
@@ -178,7 +179,7 @@ def rewrite_entry(path, plugin=None, executable=None):
     out = data[:magic_end]
     for block in (key, plugin, executable):
         out += struct.pack("<Q", len(block)) + block
-    out += struct.pack("<Q", fnv(executable))
+    out += struct.pack("<Q", fnv(out))  # the checksum covers everything before it
     with open(path, "wb") as f:
         f.write(out)
 
@@ -268,3 +269,73 @@ def test_program_cache_unloads_the_least_recently_run_past_its_size(tmp_path):
     assert loaded > 96 and evicted == 0
     # Unloading a program gives its memory maps back (what bounds a long run's maps).
     assert bounded_maps < unbounded_maps / 2, (bounded_maps, unbounded_maps)
+
+
+# The cache directory is a trust boundary: what is loaded from it runs as the user.
+
+def test_disk_cache_directories_and_entries_are_private(tmp_path):
+    cache = tmp_path / "made" / "here"
+    run_cached(cache)
+    assert stat.S_IMODE(os.stat(tmp_path / "made").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+    assert entries(cache) and all(stat.S_IMODE(os.stat(p).st_mode) == 0o600 for p in entries(cache))
+
+
+def test_disk_cache_entry_others_may_write_is_never_loaded(tmp_path):
+    compiles, _, _ = run_cached(tmp_path)
+    os.chmod(entries(tmp_path)[0], 0o666)
+    compiles2, hits2, stderr = run_cached(tmp_path)
+    assert compiles2 == 1 and hits2 == compiles - 1
+    assert "is writable by other users; ignored and replaced, never loaded" in stderr
+    assert run_cached(tmp_path)[:2] == (0, compiles)  # replaced by a private entry
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_disk_cache_entry_of_another_user_is_never_loaded(tmp_path):
+    compiles, _, _ = run_cached(tmp_path)
+    os.chown(entries(tmp_path)[0], 65534, 65534)
+    compiles2, hits2, stderr = run_cached(tmp_path)
+    assert compiles2 == 1 and hits2 == compiles - 1
+    assert "is owned by another user" in stderr
+
+
+def test_disk_cache_symlinked_entry_is_never_followed(tmp_path):
+    compiles, _, _ = run_cached(tmp_path)
+    victim = entries(tmp_path)[0]
+    os.replace(victim, str(tmp_path / "elsewhere"))
+    os.symlink(str(tmp_path / "elsewhere"), victim)
+    compiles2, hits2, stderr = run_cached(tmp_path)
+    assert compiles2 == 1 and hits2 == compiles - 1
+    assert "symbolic link" in stderr
+    assert not os.path.islink(victim)
+
+
+def test_disk_cache_tampered_header_is_rejected_by_its_checksum(tmp_path):
+    compiles, _, _ = run_cached(tmp_path)
+    victim = entries(tmp_path)[0]
+    data = bytearray(open(victim, "rb").read())
+    data[data.index(b"\n") + 10] ^= 0x01  # a byte of the stored program key
+    open(victim, "wb").write(bytes(data))
+    compiles2, hits2, stderr = run_cached(tmp_path)
+    assert compiles2 == 1 and hits2 == compiles - 1
+    assert "truncated or corrupt" in stderr
+
+
+def test_disk_cache_in_a_directory_others_may_write_is_not_used(tmp_path):
+    compiles, _, _ = run_cached(tmp_path)
+    os.chmod(tmp_path, 0o777)
+    try:
+        compiles2, hits2, stderr = run_cached(tmp_path)
+    finally:
+        os.chmod(tmp_path, 0o700)
+    assert compiles2 == compiles and hits2 == 0
+    assert "is writable by other users; the disk cache is not used" in stderr
+
+
+def test_disk_cache_entry_of_an_older_format_is_replaced_quietly(tmp_path):
+    compiles, _, _ = run_cached(tmp_path)
+    with open(entries(tmp_path)[0], "wb") as f:
+        f.write(b"TORCH_TPU_XLA_CACHE_V1\n" + b"\x00" * 64)
+    compiles2, hits2, stderr = run_cached(tmp_path)
+    assert compiles2 == 1 and hits2 == compiles - 1
+    assert "compilation cache entry" not in stderr

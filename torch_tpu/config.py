@@ -44,7 +44,8 @@ KNOBS = tuple(Knob(*row) for row in (
      "`1`: every launch is logged to stderr (op, operands, compiled or cache hit, host time)."),
     ("TORCH_TPU_CACHE_DIR", "", "python, at import",
      "directory of the disk compilation cache (default `$XDG_CACHE_HOME/torch_tpu`, else "
-     "`~/.cache/torch_tpu`); `off` disables it."),
+     "`~/.cache/torch_tpu`); `off` disables it. Created 0700; not used if another user owns it or "
+     "others may write it ([design](docs/design.md))."),
     ("TORCH_TPU_DUMP_PROGRAMS", "", "c++, at each compile",
      "a directory (created if missing): the StableHLO text of every program compiled is written "
      "there."),

@@ -2,20 +2,21 @@
 
 #include "engine/diagnostics.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 namespace tpu::engine {
 namespace {
 
-constexpr char kMagic[] = "TORCH_TPU_XLA_CACHE_V1\n";
-
+constexpr char kMagicPrefix[] = "TORCH_TPU_XLA_CACHE_V";
+constexpr char kMagic[] = "TORCH_TPU_XLA_CACHE_V2\n";
 
 void append_u64(std::string& out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -37,6 +38,7 @@ bool read_block(const std::string& in, size_t& pos, std::string& out) {
   return true;
 }
 
+// Creates the missing directories of `path`, each 0700.
 void make_dirs(const std::string& path) {
   std::string partial;
   std::stringstream parts(path);
@@ -45,20 +47,56 @@ void make_dirs(const std::string& path) {
   while (std::getline(parts, piece, '/')) {
     if (piece.empty()) continue;
     partial += piece + "/";
-    mkdir(partial.c_str(), 0755);  // EEXIST is fine
+    mkdir(partial.c_str(), 0700);  // EEXIST is fine
   }
+}
+
+// Why a file or directory of the cache is not to be trusted, or nullptr: it must be
+// owned by this user and writable by no one else.
+const char* distrust(const struct stat& st) {
+  if (st.st_uid != geteuid()) return "is owned by another user";
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) return "is writable by other users";
+  return nullptr;
+}
+
+// The whole file behind `fd`, or nullopt on a read error.
+std::optional<std::string> read_all(int fd) {
+  std::string data;
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n == 0) return data;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return std::nullopt;
+    }
+    data.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+bool write_all(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 }  // namespace
 
-uint64_t fnv1a64(const std::string& bytes, uint64_t seed) {
+uint64_t fnv1a64(const char* bytes, size_t size, uint64_t seed) {
   uint64_t h = seed;
-  for (unsigned char c : bytes) {
-    h ^= c;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= static_cast<unsigned char>(bytes[i]);
     h *= 1099511628211ull;
   }
   return h;
 }
+
+uint64_t fnv1a64(const std::string& bytes, uint64_t seed) { return fnv1a64(bytes.data(), bytes.size(), seed); }
 
 DiskCache::DiskCache(std::string directory, std::string plugin_identity)
     : directory_(std::move(directory)), plugin_identity_(std::move(plugin_identity)) {}
@@ -72,20 +110,49 @@ std::string DiskCache::path_for(const std::string& key) const {
   return directory_ + "/" + name + ".xla";
 }
 
+bool DiskCache::trusted_directory(bool create) const {
+  if (create) make_dirs(directory_);
+  struct stat st;
+  if (lstat(directory_.c_str(), &st) != 0) return false;  // not there yet: nothing to load
+  const char* why = S_ISDIR(st.st_mode) ? distrust(st) : "is not a directory";
+  if (why == nullptr) return true;
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    warn("the compilation cache directory " + directory_ + " " + why +
+         "; the disk cache is not used (TORCH_TPU_CACHE_DIR names another)");
+  return false;
+}
+
 std::optional<std::string> DiskCache::load(const std::string& key) const {
+  if (!trusted_directory(false)) return std::nullopt;
   std::string path = path_for(key);
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return std::nullopt;  // a miss, not a problem
-  std::string data((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  size_t pos = 0;
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ELOOP) warn("compilation cache entry " + path + " is a symbolic link; ignored and replaced");
+    return std::nullopt;  // a miss, not a problem
+  }
+  struct stat st;
+  const char* why = fstat(fd, &st) != 0 ? "cannot be examined" : !S_ISREG(st.st_mode) ? "is not a regular file"
+                                                                                      : distrust(st);
+  std::optional<std::string> read = why == nullptr ? read_all(fd) : std::nullopt;
+  ::close(fd);
+  if (why != nullptr) {
+    warn("compilation cache entry " + path + " " + why + "; ignored and replaced, never loaded");
+    return std::nullopt;
+  }
+  if (!read) return std::nullopt;
+  const std::string& data = *read;
+  size_t magic_len = sizeof(kMagic) - 1;
+  if (data.compare(0, magic_len, kMagic) != 0 && data.compare(0, sizeof(kMagicPrefix) - 1, kMagicPrefix) == 0)
+    return std::nullopt;  // an older torch_tpu's format: replaced without a word
+  size_t pos = magic_len;
   std::string stored_key, stored_plugin, executable;
   uint64_t checksum = 0;
-  size_t magic_len = sizeof(kMagic) - 1;
-  bool ok = data.compare(0, magic_len, kMagic) == 0;
-  pos = magic_len;
-  ok = ok && read_block(data, pos, stored_key) && read_block(data, pos, stored_plugin) &&
-       read_block(data, pos, executable) && read_u64(data, pos, checksum) && pos == data.size();
-  if (!ok || checksum != fnv1a64(executable)) {
+  bool ok = data.compare(0, magic_len, kMagic) == 0 && read_block(data, pos, stored_key) &&
+            read_block(data, pos, stored_plugin) && read_block(data, pos, executable);
+  size_t checked = pos;
+  ok = ok && read_u64(data, pos, checksum) && pos == data.size() && checksum == fnv1a64(data.data(), checked);
+  if (!ok) {
     warn("compilation cache entry " + path + " is truncated or corrupt; recompiling and replacing it");
     return std::nullopt;
   }
@@ -99,7 +166,7 @@ std::optional<std::string> DiskCache::load(const std::string& key) const {
 }
 
 void DiskCache::store(const std::string& key, const std::string& executable) const {
-  make_dirs(directory_);
+  if (!trusted_directory(true)) return;
   std::string data(kMagic, sizeof(kMagic) - 1);
   append_u64(data, key.size());
   data += key;
@@ -107,22 +174,18 @@ void DiskCache::store(const std::string& key, const std::string& executable) con
   data += plugin_identity_;
   append_u64(data, executable.size());
   data += executable;
-  append_u64(data, fnv1a64(executable));
+  append_u64(data, fnv1a64(data));
   std::string path = path_for(key);
   std::string temporary = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    file.write(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!file) {
-      std::remove(temporary.c_str());
-      warn("cannot write the compilation cache entry " + path + " (" + std::strerror(errno) + ")");
-      return;
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    warn("cannot write the compilation cache entry " + path + " (" + std::strerror(errno) + ")");
-  }
+  std::remove(temporary.c_str());  // a leftover of a process that died with this pid
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  bool written = fd >= 0 && write_all(fd, data);
+  int error = errno;
+  if (fd >= 0 && ::close(fd) != 0 && written) written = false, error = errno;
+  if (written && std::rename(temporary.c_str(), path.c_str()) == 0) return;
+  if (written) error = errno;
+  std::remove(temporary.c_str());
+  warn("cannot write the compilation cache entry " + path + " (" + std::strerror(error) + ")");
 }
 
 }  // namespace tpu::engine
