@@ -4,6 +4,7 @@ value: those the failed graph was to compute raise when used, the others keep th
 import pytest
 import torch
 import torch_tpu
+from support import run_python
 
 
 @pytest.fixture
@@ -57,3 +58,72 @@ def test_a_lost_tensor_raises_in_strict_mode_too(fail_next_launch):
             (x * 2).cpu()
         x.zero_()
         torch.testing.assert_close(x.cpu(), torch.zeros(3))
+
+
+# ------------------------------------------------------------ fork after the device started
+
+FORK_CHILD = """
+import gc, os, sys, torch, torch_tpu
+torch_tpu.set_eager_mode(sys.argv[1])
+x = torch.ones(3, device="tpu") * 2
+pending = x + 1  # fused mode: still in the pending graph at the fork
+print("parent", x.cpu().tolist(), flush=True)
+pid = os.fork()
+if pid == 0:
+    assert torch.tpu._is_in_bad_fork()
+    torch.manual_seed(0)  # seeds every device it may: skips tpu here, as CUDA's is skipped
+    del x, pending
+    gc.collect()  # the parent's tensors die here without touching the device
+    try:
+        print("child ran", (torch.ones(3, device="tpu") + 1).cpu().tolist(), flush=True)
+    except RuntimeError as e:
+        print("child raised:", str(e).splitlines()[0], flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+assert not torch.tpu._is_in_bad_fork()
+print("child status", status, "parent again", (x + 1).cpu().tolist(), pending.cpu().tolist(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_a_fork_after_the_device_started_raises_in_the_child_and_never_hangs(mode):
+    out = run_python(FORK_CHILD, mode, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[0] == "parent [2.0, 2.0, 2.0]"
+    assert lines[1].startswith("child raised:") and "cannot use tpu in a forked subprocess" in lines[1]
+    assert "'spawn' start method" in lines[1]
+    assert lines[2] == "child status 0 parent again [3.0, 3.0, 3.0] [3.0, 3.0, 3.0]"
+
+
+DATALOADER_WORKERS = """
+import sys, torch, torch_tpu
+torch_tpu.set_eager_mode(sys.argv[1])
+torch.manual_seed(0)
+data = torch.utils.data.TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
+model = torch.nn.Linear(4, 1)
+cpu_model = torch.nn.Linear(4, 1)
+cpu_model.load_state_dict(model.state_dict())
+model.to("tpu")  # the device starts before the workers fork
+losses = []
+for m, device in ((model, "tpu"), (cpu_model, "cpu")):
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(data, batch_size=8, num_workers=2, pin_memory=device == "tpu")
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(m(x.to(device)), y.to(device))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append((device, loss.item()))
+tpu = [l for d, l in losses if d == "tpu"]
+cpu = [l for d, l in losses if d == "cpu"]
+torch.testing.assert_close(torch.tensor(tpu), torch.tensor(cpu), rtol=1e-5, atol=1e-6)
+print(len(tpu), "batches")
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_dataloader_workers_fork_after_the_device_started(mode):
+    out = run_python(DATALOADER_WORKERS, mode, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "4 batches"

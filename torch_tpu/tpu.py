@@ -30,7 +30,9 @@ def _index(device=None):
 
 
 def _is_in_bad_fork():
-    return False
+    """Whether this process was forked after the tpu device started (then tpu cannot be
+    used here; torch.manual_seed and DataLoader workers ask this, as of CUDA)."""
+    return _C._is_in_bad_fork()
 
 
 def is_available():

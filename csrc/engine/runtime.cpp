@@ -1,5 +1,7 @@
 #include "engine/runtime.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -253,8 +255,28 @@ bool Runtime::initialized() {
   return g_runtime != nullptr;
 }
 
+namespace {
+std::atomic<bool> g_forked_child{false};
+
+// In the child of a fork after the runtime started (a DataLoader worker, a fork in
+// user code): no call may reach the plugin, whose threads stayed in the parent and
+// whose locks may be held forever; not even g_init_mutex is taken.
+void after_fork_in_child() {
+  g_forked_child.store(true);
+  g_runtime_ready.store(nullptr);
+}
+}  // namespace
+
+bool Runtime::in_forked_child() { return g_forked_child.load(std::memory_order_relaxed); }
+
 Runtime& Runtime::get() {
   if (Runtime* ready = g_runtime_ready.load(std::memory_order_acquire)) return *ready;
+  if (in_forked_child())
+    throw pjrt::Error("torch_tpu: cannot use tpu in a forked subprocess: its parent had started the tpu device "
+                      "before the fork. To use tpu with multiprocessing, use the 'spawn' start method "
+                      "(torch.multiprocessing.set_start_method('spawn'), DataLoader(multiprocessing_context="
+                      "'spawn')), as with CUDA",
+                      9);  // FAILED_PRECONDITION
   std::lock_guard<std::mutex> lock(g_init_mutex);
   if (g_runtime != nullptr) return *g_runtime;
   if (!g_init_error.empty()) throw pjrt::Error(g_init_error, 9);
@@ -290,6 +312,7 @@ Runtime& Runtime::get() {
                    "; set TORCH_TPU_PLUGIN=cpu|cuda|tpu|/path/to/plugin.so to choose another): " + e.what();
     throw pjrt::Error(g_init_error, e.code());
   }
+  pthread_atfork(nullptr, nullptr, after_fork_in_child);
   g_runtime_ready.store(g_runtime, std::memory_order_release);
   return *g_runtime;
 }

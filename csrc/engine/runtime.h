@@ -55,6 +55,10 @@ class Runtime {
   // to set_plugin_path(). Throws pjrt::Error if the plugin cannot be used.
   static Runtime& get();
   static bool initialized();
+  // Whether this process was forked after its parent started the runtime: the
+  // plugin's threads and locks did not come along, so get() raises (as CUDA does in
+  // a forked child) and device memory is not freed here (the parent owns it).
+  static bool in_forked_child();
   // `options` are passed to PJRT_Client_Create (see torch_tpu/_plugin.py).
   // `device_thread_nice` > 0 lowers the scheduling priority of XLA:CPU's compute
   // pool by that many nice steps (see torch_tpu/_plugin.py: device_thread_nice).

@@ -300,6 +300,7 @@ PYBIND11_MODULE(_C, m) {
         py::arg("explicit_reduction_split") = false,
         py::arg("xla_flags") = std::vector<std::pair<std::string, std::string>>{});
   m.def("_is_initialized", &engine::Runtime::initialized);
+  m.def("_is_in_bad_fork", &engine::Runtime::in_forked_child);
   m.def("_init", [] {
     auto& rt = python::runtime_or_throw();
     const auto& plugin = rt.client().plugin();

@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "engine/pending_graph.h"
+#include "engine/runtime.h"
 #include "runtime/device.h"
 #include "runtime/memory_history.h"
 
@@ -25,6 +26,7 @@ std::array<DeviceCounters, kMaxDevices> g_devices;
 
 void on_free(void* ctx) {
   auto* value = static_cast<StorageValue*>(ctx);
+  if (engine::Runtime::in_forked_child()) return;  // the parent's memory: left to the parent
   note_free(value);
   engine::forget_pending(value);
   delete value;
