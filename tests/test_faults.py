@@ -127,3 +127,41 @@ def test_dataloader_workers_fork_after_the_device_started(mode):
     out = run_python(DATALOADER_WORKERS, mode, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "4 batches"
+
+
+# ------------------------------------------------------------ Ctrl-C in a long wait
+
+INTERRUPTED_WAIT = """
+import os, signal, sys, threading, time, torch, torch_tpu
+mode, steps, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+torch_tpu.set_eager_mode(mode)
+x = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
+t = x.to("tpu")
+
+def work(v, n):
+    for i in range(n):
+        v = torch.sin(v @ v.t() * 1e-3) + i * 1e-4
+    return v
+
+y = work(t, steps)  # fused: one long compile at the read; strict: long device work queued
+threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+start = time.time()
+try:
+    y.cpu()
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+print("waited %.2f s" % (time.time() - start), file=sys.stderr)
+# The process stays usable: the interrupted value is whole, new work runs.
+torch.testing.assert_close(y.cpu(), work(x, steps), rtol=1e-3, atol=1e-4)
+torch.testing.assert_close(work(t, 2).cpu(), work(x, 2), rtol=1e-4, atol=1e-5)
+print("usable", flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode, steps, size", [("fused", 3000, 32), ("strict", 8, 2048)],
+                         ids=["during_a_long_compile", "during_a_blocking_read"])
+def test_keyboard_interrupt_in_a_long_wait_leaves_the_process_usable(mode, steps, size):
+    out = run_python(INTERRUPTED_WAIT, mode, str(steps), str(size), TORCH_TPU_CACHE_DIR="off", timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["interrupted", "usable"], out.stderr[-1000:]

@@ -339,3 +339,19 @@ def test_disk_cache_entry_of_an_older_format_is_replaced_quietly(tmp_path):
     compiles2, hits2, stderr = run_cached(tmp_path)
     assert compiles2 == 1 and hits2 == compiles - 1
     assert "compilation cache entry" not in stderr
+
+
+def test_disk_cache_write_that_fails_midway_leaves_no_entry_and_the_program_runs(tmp_path):
+    # A full disk, simulated by a file-size limit below an entry's size (SIGXFSZ ignored:
+    # the write fails with EFBIG instead of killing the process).
+    limited = ("import resource, signal\n"
+               "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))\n") + PROGRAM
+    out = run_python(limited, TORCH_TPU_CACHE_DIR=str(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[0] == EXPECTED
+    assert "cannot write the compilation cache entry" in out.stderr and "File too large" in out.stderr
+    assert not os.listdir(tmp_path)  # neither a partial entry nor a temporary file left behind
+    compiles, hits, stderr = run_cached(tmp_path)  # the cache works again once there is room
+    assert compiles > 0 and hits == 0 and "corrupt" not in stderr
+    assert run_cached(tmp_path)[:2] == (0, compiles)
