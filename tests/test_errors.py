@@ -1,4 +1,6 @@
 """Bad input gives a clear Python exception, never a crash or a hang."""
+import os
+
 import pytest
 import torch
 
@@ -224,3 +226,41 @@ def test_debug_mode_divides_nothing_into_an_empty_integer_tensor():
     with torch_tpu.eager_mode("debug"):
         out = torch.ones(5, 0, dtype=torch.int32, device="tpu").remainder(0)
     assert out.shape == (5, 0)
+
+
+FAKE_PLUGINS = {
+    # a shared library that is no PJRT plugin
+    "no_entry_point": ("int unrelated(void) { return 0; }\n", "is not a PJRT plugin (no GetPjrtApi symbol)"),
+    # a plugin of an API major version this build does not speak
+    "wrong_api_version": ("#include <pjrt_c_api.h>\n"
+                          "static PJRT_Api api;\n"
+                          "const PJRT_Api* GetPjrtApi(void) {\n"
+                          "  api.struct_size = PJRT_Api_STRUCT_SIZE;\n"
+                          "  api.pjrt_api_version.struct_size = PJRT_Api_Version_STRUCT_SIZE;\n"
+                          "  api.pjrt_api_version.major_version = PJRT_API_MAJOR + 1;\n"
+                          "  return &api;\n"
+                          "}\n", "speaks API major version"),
+}
+
+
+@pytest.mark.parametrize("case", FAKE_PLUGINS)
+def test_a_plugin_that_is_not_one_or_speaks_another_api_is_a_clear_error(case, tmp_path):
+    import shutil
+    import subprocess
+    import torch_tpu
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the fake plugin")
+    source, expected = FAKE_PLUGINS[case]
+    (tmp_path / "plugin.c").write_text(source)
+    include = os.path.join(os.path.dirname(torch_tpu._plugin.cpu_plugin()), "include")
+    subprocess.run([compiler, "-shared", "-fPIC", "-I", include, "-o", str(tmp_path / "plugin.so"),
+                    str(tmp_path / "plugin.c")], check=True)
+    code = ("import torch\n"
+            "try:\n"
+            "    torch.ones(1, device='tpu')\n"
+            "except RuntimeError as e:\n"
+            "    print('ERROR:', e)\n")
+    out = run_python(code, timeout=120, TORCH_TPU_PLUGIN=str(tmp_path / "plugin.so"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "ERROR:" in out.stdout and expected in out.stdout and "TORCH_TPU_PLUGIN" in out.stdout, out.stdout
