@@ -210,3 +210,86 @@ def test_pjrt_native_lsan(build, tmp_path):
     )
     plugin_bytes = sum(size for _, size, _ in owners["plugin"])
     print(f"LSan: no leaks of ours; {len(owners['plugin'])} leak record(s), {plugin_bytes} bytes, inside the plugin")
+
+
+# ------------------------------------------------------------------ ThreadSanitizer
+# The PJRT and IR layers (with the plugin's threads behind them) under TSan. The plugin is
+# not instrumented: it synchronizes through atomics TSan cannot see, so what its own code
+# does (its memcpy into our buffers, its pools' mutexes) is left out (called_from_lib), and
+# a report counts as ours only where its first stack enters our code before anything else.
+
+TSAN_FRAME_FORMAT = "    #%n|%m|%f|%S"
+TSAN_EXITCODE = 0  # the reports are parsed instead
+
+
+@pytest.fixture(scope="module")
+def tsan_build(build, tmp_path_factory):
+    cxx = shutil.which("g++")
+    _, include = xla_cpu_plugin()
+    out = tmp_path_factory.mktemp("pjrt_tsan")
+    flags = CXXFLAGS + ["-fsanitize=thread", "-I", str(REPO / "csrc"), "-I", str(include)]
+
+    def compile_one(src):
+        obj = out / (src.stem + ".o")
+        r = subprocess.run([cxx, *flags, "-c", str(src), "-o", str(obj)], capture_output=True, text=True)
+        assert r.returncode == 0, f"compiling {src.relative_to(REPO)} with TSan failed:\n{r.stderr[-8000:]}"
+        return str(obj)
+
+    with ThreadPoolExecutor(max_workers=len(SOURCES)) as pool:
+        objects = list(pool.map(compile_one, SOURCES))
+    binary = out / "test_pjrt_tsan"
+    r = subprocess.run([cxx, "-fsanitize=thread", *objects, "-ldl", "-o", str(binary)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        pytest.skip("linking with -fsanitize=thread failed: " + r.stderr.strip()[-2000:])
+    suppressions = out / "suppressions.txt"
+    suppressions.write_text(f"called_from_lib:{os.path.basename(build.plugin)}\n")
+    return binary, suppressions
+
+
+def tsan_reports(stderr, binary):
+    """[(kind, ours, frames)] per TSan warning; frames of its first stack, innermost first."""
+    reports = []
+    for block in stderr.split("==================\n"):
+        m = re.search(r"WARNING: ThreadSanitizer: (.+?) \(pid=", block)
+        if not m:
+            continue
+        frames = []
+        for line in block.splitlines()[1:]:
+            if re.match(r"^\s+#\d+\|", line):
+                parts = line.strip().split("|")
+                frames.append((os.path.basename(parts[1]), "|".join(parts[2:-1]), parts[-1]))
+            elif frames:
+                break  # the first stack ends
+        own = [f for f in frames if not RUNTIME_MODULE.match(f[0]) and not f[0].startswith("libtsan")]
+        ours = bool(own) and own[0][0] == os.path.basename(binary)
+        reports.append((m.group(1), ours, frames))
+    return reports
+
+
+def run_tsan(tsan_build, args, tmp_path):
+    binary, suppressions = tsan_build
+    options = (f"exitcode={TSAN_EXITCODE}:suppressions={suppressions}:stack_trace_format='{TSAN_FRAME_FORMAT}'"
+               ":history_size=4")
+    r = run([binary, *args], env_extra={"TSAN_OPTIONS": options}, cwd=tmp_path)
+    if "ThreadSanitizer: unexpected memory mapping" in r.stderr or "FATAL: ThreadSanitizer" in r.stderr:
+        pytest.skip("ThreadSanitizer cannot run here: " + r.stderr.strip()[-500:])
+    return r, tsan_reports(r.stderr, binary)
+
+
+def test_pjrt_native_tsan(tsan_build, build, tmp_path):
+    # Self-check: TSan is active and attributes a race in our code to us.
+    r, reports = run_tsan(tsan_build, ["--race-self-check"], tmp_path)
+    assert any(kind == "data race" and ours and any("race_on_purpose" in f for _, f, _ in frames)
+               for kind, ours, frames in reports), (
+        "ThreadSanitizer did not report the deliberate race in our code\n" + r.stdout + r.stderr[-6000:])
+
+    # The whole suite (its multi-threaded cases included) under TSan: all pass, no report is ours.
+    r, reports = run_tsan(tsan_build, [build.plugin], tmp_path)
+    print(r.stdout)
+    assert r.returncode == 0, f"exit code {r.returncode}\n{r.stdout[-12000:]}\n{r.stderr[-12000:]}"
+    check_cases(r)
+    ours = [(kind, frames) for kind, is_ours, frames in reports if is_ours]
+    assert not ours, f"{len(ours)} ThreadSanitizer report(s) in our code:\n" + "\n\n".join(
+        kind + ":\n" + "\n".join(f"      {m}: {f[:160]}  {s}" for m, f, s in frames[:10]) for kind, frames in ours)
+    print(f"TSan: no reports in our code; {len(reports)} inside the plugin's own synchronization")

@@ -1399,6 +1399,15 @@ __attribute__((noinline)) void leak_on_purpose() {
   g_sink = nullptr;  // the only pointer is dropped: a definite leak
 }
 
+// Races on purpose, in our own code, so that the harness can check that
+// ThreadSanitizer is active and that its report is attributed to us.
+int g_raced = 0;
+__attribute__((noinline)) void race_on_purpose() {
+  std::thread other([] { ++g_raced; });
+  ++g_raced;  // unsynchronized with the other thread's increment
+  other.join();
+}
+
 __attribute__((noinline)) void leak_pjrt_event(const pj::Plugin& plugin, const pj::Buffer& buffer) {
   PJRT_Buffer_ReadyEvent_Args args{};
   args.struct_size = PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE;
@@ -1415,6 +1424,11 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "--leak-self-check") {
     leak_on_purpose();
     std::printf("leaked on purpose\n");
+    return 0;
+  }
+  if (argc >= 2 && std::string(argv[1]) == "--race-self-check") {
+    race_on_purpose();
+    std::printf("raced on purpose\n");
     return 0;
   }
   if (argc >= 3 && std::string(argv[1]) == "--leak-self-check-pjrt") {
