@@ -178,10 +178,10 @@ def apply_step(torch, pool, step):
     pool.append(out)
 
 
-def run_program(torch, program, device, compiled=False):
+def run_program(torch, program, device, compiled=False, backend="tpu"):
     """(pool, errors): every tensor the program left, on the CPU, and each step's exception
-    type name or None. Compiled: the steps run as one function under torch.compile; a program
-    CPU rejects somewhere is not run compiled."""
+    type name or None. Compiled: the steps run as one function under torch.compile (`backend`);
+    a program CPU rejects somewhere is not run compiled."""
     pool = make_inputs(torch, program, device)
     errors = []
     if compiled:
@@ -190,7 +190,7 @@ def run_program(torch, program, device, compiled=False):
             for step in program["steps"]:
                 apply_step(torch, items, step)
             return items
-        pool = torch.compile(whole, backend="tpu")(*pool)
+        pool = torch.compile(whole, backend=backend)(*pool)
         errors = [None] * len(program["steps"])
     else:
         for step in program["steps"]:
@@ -208,6 +208,22 @@ DOCUMENTED = (
     ("integer division by zero is checked in debug mode only",
      lambda mode: mode != "debug", "RuntimeError: ZeroDivisionError", None),
 )
+
+
+COMPILED_AS_ON_CPU = ("torch.compile does the same on CPU with PyTorch's own aot_eager backend (its fake tensors and "
+                      "functionalization, e.g. a write through an expanded view summed back into its base)")
+
+
+def _aot_eager_on_cpu(torch, program):
+    """(pool, None) of the program compiled with PyTorch's aot_eager backend on CPU, or (None, exception)."""
+    torch._dynamo.reset()
+    try:
+        pool, _ = run_program(torch, program, "cpu", compiled=True, backend="aot_eager")
+        return pool, None
+    except Exception as e:  # noqa: BLE001 - the outcome compared
+        return None, e
+    finally:
+        torch._dynamo.reset()
 
 
 UNDEFINED_CONVERSION = ("a NaN, infinite or out-of-range float converted to an integer is undefined in C++: x86 "
@@ -246,7 +262,19 @@ def compare(torch, program, mode):
             tpu_pool, tpu_errors = run_program(torch, program, "tpu", compiled=mode == "compiled")
             torch.tpu.synchronize()
     except Exception as e:  # noqa: BLE001 - a step CPU ran without error raised on tpu (fused: at the cut)
+        if mode == "compiled" and type(_aot_eager_on_cpu(torch, program)[1]) is type(e):
+            return "documented: " + COMPILED_AS_ON_CPU
         return "tpu raised %s: %s" % (type(e).__name__, str(e).splitlines()[0][:300] if str(e) else "")
+    failure = _differences(torch, cpu_pool, cpu_errors, tpu_pool, tpu_errors, program, mode)
+    if mode == "compiled" and failure and not failure.startswith("documented: "):
+        reference, error = _aot_eager_on_cpu(torch, program)
+        if error is None and _differences(torch, reference, cpu_errors, tpu_pool, tpu_errors, program, mode) is None:
+            return "documented: " + COMPILED_AS_ON_CPU
+    return failure
+
+
+def _differences(torch, cpu_pool, cpu_errors, tpu_pool, tpu_errors, program, mode):
+    """None when the tpu run's errors and tensors are CPU's; otherwise what differs."""
     for k, (x, y) in enumerate(zip(cpu_errors, tpu_errors)):
         if (x or "").split(":")[0] != (y or "").split(":")[0]:  # the exception types
             why = documented(mode, x, y)
