@@ -355,3 +355,11 @@ def test_disk_cache_write_that_fails_midway_leaves_no_entry_and_the_program_runs
     compiles, hits, stderr = run_cached(tmp_path)  # the cache works again once there is room
     assert compiles > 0 and hits == 0 and "corrupt" not in stderr
     assert run_cached(tmp_path)[:2] == (0, compiles)
+
+
+def test_disk_cache_directory_reached_through_a_symbolic_link_is_used(tmp_path):
+    (tmp_path / "real").mkdir(mode=0o700)
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    compiles, _, _ = run_cached(tmp_path / "link")
+    assert compiles > 0 and len(entries(tmp_path / "real")) == compiles
+    assert run_cached(tmp_path / "link")[:2] == (0, compiles)

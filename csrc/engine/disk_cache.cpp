@@ -112,8 +112,8 @@ std::string DiskCache::path_for(const std::string& key) const {
 
 bool DiskCache::trusted_directory(bool create) const {
   if (create) make_dirs(directory_);
-  struct stat st;
-  if (lstat(directory_.c_str(), &st) != 0) return false;  // not there yet: nothing to load
+  struct stat st;  // through a symbolic link (a cache moved to another disk): the directory itself counts
+  if (stat(directory_.c_str(), &st) != 0) return false;  // not there yet: nothing to load
   const char* why = S_ISDIR(st.st_mode) ? distrust(st) : "is not a directory";
   if (why == nullptr) return true;
   static std::atomic<bool> warned{false};
