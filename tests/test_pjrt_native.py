@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from torch_tpu.tools.lsan_report import FRAME_FORMAT, RUNTIME, parse_leaks
+
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = [
     REPO / "tests" / "cpp" / "test_pjrt.cpp",
@@ -37,10 +39,6 @@ SOURCES = [
 CXXFLAGS = ["-std=c++20", "-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wno-unused-parameter"]
 RUN_TIMEOUT_S = 120
 LSAN_EXITCODE = 23
-# One frame per line, fields split by '|': frame number, module, function, source.
-LSAN_FRAME_FORMAT = "    #%n|%m|%f|%S"
-# Modules that only pass an allocation through (allocator, C/C++ runtime).
-RUNTIME_MODULE = re.compile(r"^(liblsan|libasan|libstdc\+\+|libc|libm|libgcc_s|libpthread|libdl|ld-linux[-\w.]*)\.so")
 LSAN_UNAVAILABLE = (
     "LeakSanitizer has encountered a fatal error",
     "LeakSanitizer does not work under ptrace",
@@ -67,6 +65,18 @@ class Build:
         self.lsan_error = lsan_error  # why there is no LSan binary, or None
 
 
+def compile_sources(cxx, flags, out):
+    """Object files of SOURCES compiled with `flags` into `out`, in parallel."""
+    def compile_one(src):
+        obj = out / (src.stem + ".o")
+        r = subprocess.run([cxx, *flags, "-c", str(src), "-o", str(obj)], capture_output=True, text=True)
+        assert r.returncode == 0, f"compiling {src.relative_to(REPO)} ({' '.join(flags)}) failed:\n{r.stderr[-8000:]}"
+        return str(obj)
+
+    with ThreadPoolExecutor(max_workers=len(SOURCES)) as pool:
+        return list(pool.map(compile_one, SOURCES))
+
+
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
     cxx = shutil.which("g++")
@@ -76,17 +86,10 @@ def build(tmp_path_factory):
     out = tmp_path_factory.mktemp("pjrt_native")
     flags = CXXFLAGS + ["-I", str(REPO / "csrc"), "-I", str(include)]
 
-    # Compile each source once (in parallel); link twice. LeakSanitizer needs no
-    # instrumentation, only its runtime at link time.
-    def compile_one(src):
-        obj = out / (src.stem + ".o")
-        r = subprocess.run([cxx, *flags, "-c", str(src), "-o", str(obj)], capture_output=True, text=True)
-        assert r.returncode == 0, f"compiling {src.relative_to(REPO)} failed:\n{r.stderr[-8000:]}"
-        return str(obj)
-
+    # Compile each source once; link twice. LeakSanitizer needs no instrumentation,
+    # only its runtime at link time.
     t0 = time.monotonic()
-    with ThreadPoolExecutor(max_workers=len(SOURCES)) as pool:
-        objects = list(pool.map(compile_one, SOURCES))
+    objects = compile_sources(cxx, flags, out)
     binary = out / "test_pjrt"
     r = subprocess.run([cxx, *objects, "-ldl", "-o", str(binary)], capture_output=True, text=True)
     assert r.returncode == 0, f"linking failed:\n{r.stderr[-8000:]}"
@@ -131,26 +134,11 @@ def test_pjrt_native(build, tmp_path):
 # ------------------------------------------------------------------ LeakSanitizer
 
 
-def parse_leaks(stderr):
-    """[(kind, bytes, [(module, function, source), ...])] from an LSan report."""
-    leaks = []
-    for line in stderr.splitlines():
-        m = re.match(r"^(Direct|Indirect) leak of (\d+) byte\(s\) in \d+ object\(s\) allocated from:", line)
-        if m:
-            leaks.append((m.group(1), int(m.group(2)), []))
-            continue
-        m = re.match(r"^\s+#\d+\|", line)
-        if m and leaks:
-            parts = line.strip().split("|")
-            leaks[-1][2].append((parts[1], "|".join(parts[2:-1]), parts[-1]))
-    return leaks
-
-
 def attribute(frames, binary, plugin):
     """'ours', 'plugin' or 'other' for one leak's allocation stack (innermost first)."""
     own = {os.path.basename(binary)}
     plugin_name = os.path.basename(plugin)
-    frames = [f for f in frames if not RUNTIME_MODULE.match(os.path.basename(f[0]))]
+    frames = [f for f in frames if not RUNTIME.match(os.path.basename(f[0]))]
     if not frames:
         return "other"
     module = os.path.basename(frames[0][0])
@@ -172,7 +160,7 @@ def describe(leak):
 
 
 def run_lsan(build, args, tmp_path):
-    options = f"exitcode={LSAN_EXITCODE}:detect_leaks=1:stack_trace_format='{LSAN_FRAME_FORMAT}'"
+    options = f"exitcode={LSAN_EXITCODE}:detect_leaks=1:stack_trace_format='{FRAME_FORMAT}'"
     r = run([build.lsan_binary, *args], env_extra={"LSAN_OPTIONS": options}, cwd=tmp_path)
     if any(s in r.stderr for s in LSAN_UNAVAILABLE):
         pytest.skip("LeakSanitizer cannot run here: " + r.stderr.strip()[-500:])
@@ -218,7 +206,6 @@ def test_pjrt_native_lsan(build, tmp_path):
 # does (its memcpy into our buffers, its pools' mutexes) is left out (called_from_lib), and
 # a report counts as ours only where its first stack enters our code before anything else.
 
-TSAN_FRAME_FORMAT = "    #%n|%m|%f|%S"
 TSAN_EXITCODE = 0  # the reports are parsed instead
 
 
@@ -229,14 +216,7 @@ def tsan_build(build, tmp_path_factory):
     out = tmp_path_factory.mktemp("pjrt_tsan")
     flags = CXXFLAGS + ["-fsanitize=thread", "-I", str(REPO / "csrc"), "-I", str(include)]
 
-    def compile_one(src):
-        obj = out / (src.stem + ".o")
-        r = subprocess.run([cxx, *flags, "-c", str(src), "-o", str(obj)], capture_output=True, text=True)
-        assert r.returncode == 0, f"compiling {src.relative_to(REPO)} with TSan failed:\n{r.stderr[-8000:]}"
-        return str(obj)
-
-    with ThreadPoolExecutor(max_workers=len(SOURCES)) as pool:
-        objects = list(pool.map(compile_one, SOURCES))
+    objects = compile_sources(cxx, flags, out)
     binary = out / "test_pjrt_tsan"
     r = subprocess.run([cxx, "-fsanitize=thread", *objects, "-ldl", "-o", str(binary)], capture_output=True,
                        text=True)
@@ -261,7 +241,7 @@ def tsan_reports(stderr, binary):
                 frames.append((os.path.basename(parts[1]), "|".join(parts[2:-1]), parts[-1]))
             elif frames:
                 break  # the first stack ends
-        own = [f for f in frames if not RUNTIME_MODULE.match(f[0]) and not f[0].startswith("libtsan")]
+        own = [f for f in frames if not RUNTIME.match(f[0]) and not f[0].startswith("libtsan")]
         ours = bool(own) and own[0][0] == os.path.basename(binary)
         reports.append((m.group(1), ours, frames))
     return reports
@@ -269,7 +249,7 @@ def tsan_reports(stderr, binary):
 
 def run_tsan(tsan_build, args, tmp_path):
     binary, suppressions = tsan_build
-    options = (f"exitcode={TSAN_EXITCODE}:suppressions={suppressions}:stack_trace_format='{TSAN_FRAME_FORMAT}'"
+    options = (f"exitcode={TSAN_EXITCODE}:suppressions={suppressions}:stack_trace_format='{FRAME_FORMAT}'"
                ":history_size=4")
     r = run([binary, *args], env_extra={"TSAN_OPTIONS": options}, cwd=tmp_path)
     if "ThreadSanitizer: unexpected memory mapping" in r.stderr or "FATAL: ThreadSanitizer" in r.stderr:

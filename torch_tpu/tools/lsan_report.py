@@ -14,8 +14,10 @@ import subprocess
 import sys
 import time
 
+# Modules that only pass an allocation through (allocator, C/C++ runtime).
 RUNTIME = re.compile(r"^(liblsan|libasan|libstdc\+\+|libc|libm|libgcc_s|libpthread|libdl|ld-linux[-\w.]*)\.so")
 OURS = re.compile(r"^_C\.cpython.*\.so$")
+# One frame per line, fields split by '|': frame number, module, function, source (LSan and TSan).
 FRAME_FORMAT = "    #%n|%m|%f|%S"
 
 WORKLOAD = """
@@ -48,21 +50,26 @@ def liblsan():
     return path if out.returncode == 0 and os.path.isabs(path) and os.path.exists(path) else None
 
 
+def parse_leaks(stderr):
+    """[(kind, bytes, [(module, function, source), ...])] of an LSan report written with
+    FRAME_FORMAT; frames innermost first."""
+    leaks = []
+    for line in stderr.splitlines():
+        m = re.match(r"^(Direct|Indirect) leak of (\d+) byte\(s\) in \d+ object\(s\) allocated from:", line)
+        if m:
+            leaks.append((m.group(1), int(m.group(2)), []))
+            continue
+        if leaks and re.match(r"^\s+#\d+\|", line):
+            parts = line.strip().split("|")
+            leaks[-1][2].append((parts[1], "|".join(parts[2:-1]), parts[-1]))
+    return leaks
+
+
 def parse(stderr):
     """[(kind, bytes, owner module, first frames)] of an LSan report."""
-    leaks, current = [], None
-    for line in stderr.splitlines():
-        m = re.match(r"^(Direct|Indirect) leak of (\d+) byte", line)
-        if m:
-            current = [m.group(1), int(m.group(2)), []]
-            leaks.append(current)
-            continue
-        if current is not None and re.match(r"^\s+#\d+\|", line):
-            parts = line.strip().split("|")
-            current[2].append((os.path.basename(parts[1]), "|".join(parts[2:-1])))
     result = []
-    for kind, size, frames in leaks:
-        own = [f for f in frames if not RUNTIME.match(f[0])]
+    for kind, size, frames in parse_leaks(stderr):
+        own = [(os.path.basename(m), f) for m, f, _ in frames if not RUNTIME.match(os.path.basename(m))]
         result.append((kind, size, own[0][0] if own else "runtime", [f"{m}: {f[:150]}" for m, f in own[:6]]))
     return result
 
