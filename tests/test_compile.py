@@ -125,7 +125,7 @@ def test_whole_training_step_matches_cpu(optimizer):
     if optimizer == "sgd":
         cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.05, momentum=0.9)
         tpu_opt = torch.optim.SGD(tpu_model.parameters(), lr=0.05, momentum=0.9)
-    else:  # Adam's step counts are CPU tensors that the compiled step increments
+    else:  # Adam's step counts, on tpu (capturable, as dynamo makes it over CUDA)
         cpu_opt = torch.optim.AdamW(cpu_model.parameters(), lr=0.01)
         tpu_opt = torch.optim.AdamW(tpu_model.parameters(), lr=0.01)
 
@@ -150,10 +150,8 @@ def test_whole_training_step_matches_cpu(optimizer):
         after = torch_tpu.metrics()
         torch.testing.assert_close(got.cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
         if optimizer == "adamw" and i == 3:
-            # The step counts and bias corrections are computed on the host, so the
-            # step never waits to download them; the parameters' equal bias corrections
-            # travel as one upload each (none when an earlier test left that value in
-            # the scalar cache).
+            # Step counts and bias corrections are computed on tpu: the step never
+            # waits for a download, and uploads at most its two inputs.
             assert after["device_to_host_transfers"] == before["device_to_host_transfers"]
             assert after["host_to_device_transfers"] - before["host_to_device_transfers"] <= 2
     for p_cpu, p_tpu in zip(cpu_model.parameters(), tpu_model.parameters()):
@@ -272,10 +270,9 @@ def test_foreach_overloads_map_to_the_pointwise_op_with_the_same_arguments():
     assert target(aten._foreach_add_.Scalar) is None                          # in place
 
 
-def test_an_adamw_step_host_part_is_stacked(monkeypatch):
-    """The host part (bias corrections from the step counts) runs a list at a time and
-    hands each list to the device part as one tensor, not one 0-d tensor per parameter;
-    parameters and step counts match the optimizer run eagerly on CPU."""
+def _compiled_adamw_steps(monkeypatch, steps=3):
+    """An MLP trained `steps` compiled AdamW steps on tpu beside the same run eagerly on
+    CPU; returns the tpu model, its optimizer and the host parts split off on the way."""
     parts = []
     split = _compile.HostPrelude.split
 
@@ -298,20 +295,43 @@ def test_an_adamw_step_host_part_is_stacked(monkeypatch):
         opt.step()
 
     compiled = torch.compile(step, backend="tpu")
-    for _ in range(3):
+    for _ in range(steps):
         x = torch.randn(8, 16)
         compiled(model, opt, x.to("tpu"))
         step(reference, reference_opt, x)
+    assert all(int(s["step"]) == steps for s in opt.state.values())
+    # Adam divides by the gradient's running scale: an element whose gradients are near
+    # zero (and differ in their last bits between XLA and CPU) moves by a fraction of lr.
+    for p, ref in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.cpu(), ref, rtol=1e-4, atol=1e-4)
+    return model, opt, parts
+
+
+def test_a_compiled_adamw_keeps_its_step_counts_on_tpu(monkeypatch):
+    """As over CUDA, dynamo makes a fresh optimizer over tpu parameters capturable: its
+    step counts live on tpu and the step needs no host part."""
+    _, opt, parts = _compiled_adamw_steps(monkeypatch)
+    assert not parts
+    assert all(group["capturable"] for group in opt.param_groups)
+    assert all(s["step"].device.type == "tpu" for s in opt.state.values())
+
+
+def test_an_adamw_step_host_part_is_stacked(monkeypatch):
+    """Step counts on the host (dynamo's own rule, which makes only CUDA and XPU optimizers
+    capturable): the host part (bias corrections from the counts) runs a list at a time and
+    hands each list to the device part as one tensor, not one 0-d tensor per parameter;
+    parameters and step counts match the optimizer run eagerly on CPU."""
+    from torch._dynamo.variables.optimizer import OptimizerVariable
+
+    monkeypatch.setattr(OptimizerVariable, "_set_capturable", OptimizerVariable._set_capturable.__wrapped__)
+    model, opt, parts = _compiled_adamw_steps(monkeypatch)
+    assert not any(group["capturable"] for group in opt.param_groups)
+    assert all(s["step"].device.type == "cpu" for s in opt.state.values())
     assert parts and all(host.stacked is not None for host, _ in parts)
     for _, device_part in parts:
         handed = [n.name for n in device_part.graph.nodes if n.op == "placeholder" and n.name.endswith("_from_host")]
         assert handed and all(name.endswith("_stack_from_host") for name in handed), handed
         assert len(handed) < len(list(model.parameters()))
-    assert all(int(s["step"]) == 3 for s in opt.state.values())
-    # Adam divides by the gradient's running scale: an element whose gradients are near
-    # zero (and differ in their last bits between XLA and CPU) moves by a fraction of lr.
-    for p, ref in zip(model.parameters(), reference.parameters()):
-        torch.testing.assert_close(p.cpu(), ref, rtol=1e-4, atol=1e-4)
 
 
 def test_static_graphs_keep_the_backward_ops_tpu_lowers_itself():
