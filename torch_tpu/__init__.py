@@ -72,6 +72,17 @@ def _drain_autograd_device_thread():
 atexit.register(_drain_autograd_device_thread)
 
 
+def _stop_background_compiles():
+    """Waits for a fused graph's compile still running in the background, and starts no
+    other, while the plugin is whole: C's exit hooks run after the plugin's statics made
+    since the compiles began are destroyed, which killed or hung the process at exit."""
+    if _C._is_initialized():
+        _C._stop_background_compiles()
+
+
+atexit.register(_stop_background_compiles)
+
+
 def sync():
     """Runs pending fused graphs and waits for all tpu work (torch.tpu.synchronize())."""
     tpu.synchronize()

@@ -90,7 +90,11 @@ void after_fork_in_child() {
   q.mutex.unlock();
 }
 
-void stop_at_exit() {
+void stop_at_exit() { stop_background_compiles(); }
+
+}  // namespace
+
+void stop_background_compiles() {
   Queue& q = queue();
   std::unique_lock<std::mutex> lock(q.mutex);
   q.jobs.clear();  // what waits is not compiled: nothing runs after exit
@@ -98,8 +102,6 @@ void stop_at_exit() {
   q.stopping = true;
   q.changed.notify_all();
 }
-
-}  // namespace
 
 bool background_compile_enabled() {
   // Unset: on, except on XLA:CPU, whose "device" is the host's own cores: there

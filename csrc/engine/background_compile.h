@@ -28,7 +28,13 @@ std::optional<std::string> take_background_error(int device);
 // instead of compiling.
 void inject_background_compile_failure(std::string message);
 
-// Waits until every queued compile has finished (tests; process exit).
+// Waits until every queued compile has finished (tests, torch_tpu.wait_for_compiles()).
 void drain_background_compiles();
+
+// At exit: drops the queued compiles and waits for the one in progress; none starts
+// after. Runs from Python's exit hooks, before any static of the plugin is destroyed
+// (a C atexit hook, the fallback, runs after the statics the plugin made later than
+// its registration, which a compile in progress may still be using).
+void stop_background_compiles();
 
 }  // namespace tpu::engine

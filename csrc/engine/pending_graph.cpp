@@ -131,12 +131,17 @@ struct PendingGraph {
   void reset() {
     for (StorageValue* value : written) {
       if (value == nullptr) continue;
-      value->pending_node = value->written_slot = -1;
-      value->in_pending_graph = false;
+      value->pending_node = -1;
       if (value->buffer) value->dtype = value->buffer_dtype;  // a failed graph's pending dtype is gone
     }
     for (StorageValue* value : bound)
-      if (value != nullptr) unbind(value), value->in_pending_graph = false;
+      if (value != nullptr) unbind(value);
+    // Flags last, once per storage: a storage whose flag is clear may be freed at
+    // once by its owner, without the lock (forget_pending).
+    for (StorageValue* value : bound)
+      if (value != nullptr && value->written_slot < 0) value->in_pending_graph = false;
+    for (StorageValue* value : written)
+      if (value != nullptr) value->written_slot = -1, value->in_pending_graph = false;
     graph = ir::Graph();
     arguments.clear();
     bound.clear();

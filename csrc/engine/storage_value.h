@@ -3,6 +3,7 @@
 // runtime/device_allocator.h.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -28,9 +29,25 @@ struct StorageValue {
   // value (which `buffer` does not have yet); -1 when `buffer` is current.
   // Guarded by the pending graph's lock.
   int pending_node = -1;
-  // Whether the pending graph refers to this storage (bound or written); only
-  // set by a thread holding the storage, so the deleter may read it unlocked.
-  bool in_pending_graph = false;
+  // Whether the pending graph refers to this storage (bound or written). Set
+  // only by a thread holding the storage, so its deleter may read it without
+  // the pending graph's lock; cleared by whichever thread cuts the graph, last,
+  // after giving the storage its buffer, which the clearing publishes.
+  class PendingFlag {
+   public:
+    PendingFlag() = default;
+    PendingFlag(const PendingFlag& other) : set_(static_cast<bool>(other)) {}
+    PendingFlag& operator=(const PendingFlag& other) { return *this = static_cast<bool>(other); }
+    PendingFlag& operator=(bool set) {
+      set_.store(set, std::memory_order_release);
+      return *this;
+    }
+    explicit operator bool() const { return set_.load(std::memory_order_acquire); }
+
+   private:
+    std::atomic<bool> set_{false};
+  };
+  PendingFlag in_pending_graph;
   // Fused mode, guarded by the pending graph's lock: where the pending graph
   // holds this storage (-1: nowhere). Kept here, not in maps of the graph,
   // since every recorded op looks its operands up.

@@ -226,6 +226,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_clear_compile_records", &engine::clear_compile_records);
   m.def("_set_compile_recording", &engine::set_compile_recording);
   m.def("_wait_for_compiles", &engine::drain_background_compiles, py::call_guard<py::gil_scoped_release>());
+  m.def("_stop_background_compiles", &engine::stop_background_compiles, py::call_guard<py::gil_scoped_release>());
   m.def("_inject_background_compile_failure", &engine::inject_background_compile_failure);
   m.def("_inject_launch_failures", &engine::Runtime::inject_launch_failures);
   m.def("_set_eager_mode", [](const std::string& mode) {
