@@ -3,6 +3,7 @@ import glob
 import os
 import stat
 import struct
+import subprocess
 
 import pytest
 import torch
@@ -363,3 +364,32 @@ def test_disk_cache_directory_reached_through_a_symbolic_link_is_used(tmp_path):
     compiles, _, _ = run_cached(tmp_path / "link")
     assert compiles > 0 and len(entries(tmp_path / "real")) == compiles
     assert run_cached(tmp_path / "link")[:2] == (0, compiles)
+
+
+@pytest.fixture
+def read_only_mount(tmp_path):
+    """A tmpfs at tmp_path/ro that remount() makes read-only (root only: mount(2)); unmounted after."""
+    where = tmp_path / "ro"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(where)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root (the read-only cache is tested where it can be)")
+
+    def remount():
+        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+
+    yield where, remount
+    subprocess.run(["umount", str(where)], check=False)
+
+
+def test_disk_cache_on_a_read_only_file_system_is_read_and_the_program_runs(read_only_mount):
+    where, remount = read_only_mount
+    compiles, _, _ = run_cached(where / "cache")
+    assert compiles > 0
+    remount()
+    assert run_cached(where / "cache")[:2] == (0, compiles)  # what is there is still loaded
+    # A program not in it compiles, runs, and says once why it is not kept.
+    out = run_python(PROGRAM.replace("sum(0)", "sum(1)"), TORCH_TPU_CACHE_DIR=str(where / "cache"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Read-only file system" in out.stderr, out.stderr[-3000:]
+    assert int(out.stdout.strip().splitlines()[1].split()[0]) > 0
