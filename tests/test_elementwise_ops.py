@@ -685,3 +685,19 @@ def test_bool_floor_division_of_mismatched_shapes_names_the_shapes_as_cpu_does()
     assert str(tpu.value) == str(cpu.value)
     with pytest.raises(NotImplementedError, match="div_floor"):  # same shapes: the Bool is what is named
         a.to("tpu") // a.to("tpu")
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("op", [torch.remainder, torch.fmod, torch.floor_divide,
+                                lambda a, b: torch.div(a, b, rounding_mode="trunc")])
+def test_rounding_ops_round_a_wider_operand_to_the_half_type_first(mode, dtype, op):
+    # Found by the fuzzer: CPU casts both operands to the common (half) type before these
+    # discontinuous ops; float32 1.7801 % bfloat16 1.78125 is 0 there, not 1.7801.
+    wide = torch.tensor(1.7801474, dtype=torch.float32)
+    half = torch.tensor([1.78125, -0.5, 3.0], dtype=torch.float32).to(dtype)
+    with torch_tpu.eager_mode(mode):
+        for a, b in ((wide, half), (half, wide), (half * 3, wide)):
+            assert_close(op(a.to("tpu"), b.to("tpu")).cpu(), op(a, b), rtol=0, atol=0)
+            assert_close(op(a.to("tpu") if a.dim() else a, b.to("tpu") if b.dim() else b).cpu(), op(a, b),
+                         rtol=0, atol=0)  # a CPU 0-dim operand too

@@ -95,6 +95,15 @@ at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor&
   return out;
 }
 
+// `t` as ATen's kernels of a rounding op (remainder, fmod, floor and trunc division) see it:
+// cast to the common dtype. For a half type they compute in float32 too, but from operands
+// rounded to that type first, which a discontinuous op tells apart (float32 1.7801 %
+// bfloat16 1.78125 is 0 in bfloat16 on CPU, not 1.7801).
+at::Tensor rounded_to_common(const at::Tensor& t, c10::ScalarType common) {
+  if (t.scalar_type() == common || lowering::opmath_type(common) == common) return t;
+  return t.to(common);
+}
+
 // div with rounding_mode None (true division), "trunc" or "floor".
 at::Tensor divide(const char* name, const at::Tensor& self, const at::Tensor& other,
                   std::optional<c10::string_view> mode, const at::Tensor* out, bool inplace) {
@@ -110,7 +119,8 @@ at::Tensor divide(const char* name, const at::Tensor& self, const at::Tensor& ot
     TORCH_CHECK_NOT_IMPLEMENTED(compute != c10::kBool, "\"div_", *mode, "\" not implemented for 'Bool'");  // as CPU
     check_integer_divisor(name, self, other, common);
   }
-  return elementwise(name, {self, other}, lowering::opmath_type(compute), compute,
+  return elementwise(name, {mode ? rounded_to_common(self, common) : self, mode ? rounded_to_common(other, common) : other},
+                     lowering::opmath_type(compute), compute,
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) {
                        return lowering::binary(g, op, v[0], v[1]);
                      },
@@ -437,8 +447,11 @@ at::Tensor binary_op(const char* op_name, Binary op, const at::Tensor& self, con
   c10::ScalarType common = at::result_type(self, other);
   BinaryTypes types = binary_types(op_name, op, common);
   std::string name = variant(op_name, out, inplace);
-  if (op == Binary::Remainder || op == Binary::FMod) check_integer_divisor(name.c_str(), self, other, common);
-  return elementwise(name.c_str(), {self, other}, types.compute, types.result,
+  bool rounding = op == Binary::Remainder || op == Binary::FMod;
+  if (rounding) check_integer_divisor(name.c_str(), self, other, common);
+  return elementwise(name.c_str(),
+                     {rounding ? rounded_to_common(self, common) : self, rounding ? rounded_to_common(other, common) : other},
+                     types.compute, types.result,
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::binary(g, op, v[0], v[1]); },
                      out, inplace);
 }
