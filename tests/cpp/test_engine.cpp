@@ -7,7 +7,7 @@
 //
 // Usage: test_engine PLUGIN_PATH
 // Prints "PASS name" / "FAIL name: why" per scenario and "N passed, M failed";
-// exits 1 if any failed. Built and run by tests/test_engine_native.py, also
+// exits 1 if any failed. Built and run by tests/test_pjrt_native.py, also
 // under ThreadSanitizer.
 #include <atomic>
 #include <cmath>
