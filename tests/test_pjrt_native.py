@@ -70,8 +70,14 @@ class Build:
         self.lsan_error = lsan_error  # why there is no LSan binary, or None
 
 
-def compile_sources(cxx, flags, out, sources=SOURCES):
-    """Object files of `sources` compiled with `flags` into `out`, in parallel."""
+def compile_native(out, sources, sanitize=()):
+    """Objects of `sources` compiled into `out` in parallel (with the -fsanitize= options `sanitize`)."""
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.fail("g++ not found")
+    _, include = xla_cpu_plugin()
+    flags = CXXFLAGS + [f"-fsanitize={s}" for s in sanitize] + ["-I", str(REPO / "csrc"), "-I", str(include)]
+
     def compile_one(src):
         obj = out / (src.stem + ".o")
         r = subprocess.run([cxx, *flags, "-c", str(src), "-o", str(obj)], capture_output=True, text=True)
@@ -82,27 +88,28 @@ def compile_sources(cxx, flags, out, sources=SOURCES):
         return list(pool.map(compile_one, sources))
 
 
+def link_native(objects, binary, sanitize=()):
+    """Links `objects` into `binary`; the linker's error, or None."""
+    r = subprocess.run([shutil.which("g++"), *[f"-fsanitize={s}" for s in sanitize], *objects, "-ldl", "-lpthread",
+                        "-o", str(binary)], capture_output=True, text=True)
+    return None if r.returncode == 0 else r.stderr.strip()[-8000:]
+
+
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
-    cxx = shutil.which("g++")
-    if cxx is None:
-        pytest.fail("g++ not found")
-    plugin, include = xla_cpu_plugin()
+    plugin, _ = xla_cpu_plugin()
     out = tmp_path_factory.mktemp("pjrt_native")
-    flags = CXXFLAGS + ["-I", str(REPO / "csrc"), "-I", str(include)]
-
     # Compile each source once; link twice. LeakSanitizer needs no instrumentation,
     # only its runtime at link time.
     t0 = time.monotonic()
-    objects = compile_sources(cxx, flags, out)
+    objects = compile_native(out, SOURCES)
     binary = out / "test_pjrt"
-    r = subprocess.run([cxx, *objects, "-ldl", "-o", str(binary)], capture_output=True, text=True)
-    assert r.returncode == 0, f"linking failed:\n{r.stderr[-8000:]}"
-    lsan_binary, lsan_error = out / "test_pjrt_lsan", None
-    r = subprocess.run([cxx, "-fsanitize=leak", *objects, "-ldl", "-o", str(lsan_binary)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        lsan_binary, lsan_error = None, f"linking with -fsanitize=leak failed: {r.stderr.strip()[-2000:]}"
+    error = link_native(objects, binary)
+    assert error is None, f"linking failed:\n{error}"
+    lsan_binary = out / "test_pjrt_lsan"
+    lsan_error = link_native(objects, lsan_binary, ["leak"])
+    if lsan_error is not None:
+        lsan_binary, lsan_error = None, f"linking with -fsanitize=leak failed: {lsan_error[-2000:]}"
     print(f"built in {time.monotonic() - t0:.1f}s")
     return Build(plugin, binary, lsan_binary, lsan_error)
 
@@ -216,15 +223,10 @@ TSAN_EXITCODE = 0  # the reports are parsed instead
 
 def tsan_binary(build, out, sources, name):
     """(binary, suppressions) of `sources` built with ThreadSanitizer into `out`."""
-    cxx = shutil.which("g++")
-    _, include = xla_cpu_plugin()
-    flags = CXXFLAGS + ["-fsanitize=thread", "-I", str(REPO / "csrc"), "-I", str(include)]
-    objects = compile_sources(cxx, flags, out, sources)
     binary = out / name
-    r = subprocess.run([cxx, "-fsanitize=thread", *objects, "-ldl", "-o", str(binary)], capture_output=True,
-                       text=True)
-    if r.returncode != 0:
-        pytest.skip("linking with -fsanitize=thread failed: " + r.stderr.strip()[-2000:])
+    error = link_native(compile_native(out, sources, ["thread"]), binary, ["thread"])
+    if error is not None:
+        pytest.skip("linking with -fsanitize=thread failed: " + error[-2000:])
     suppressions = out / "suppressions.txt"
     suppressions.write_text(f"called_from_lib:{os.path.basename(build.plugin)}\n")
     return binary, suppressions
@@ -304,13 +306,10 @@ def check_engine_cases(r):
 
 @pytest.fixture(scope="module")
 def engine_build(build, tmp_path_factory):
-    cxx = shutil.which("g++")
-    _, include = xla_cpu_plugin()
     out = tmp_path_factory.mktemp("engine_native")
-    objects = compile_sources(cxx, CXXFLAGS + ["-I", str(REPO / "csrc"), "-I", str(include)], out, ENGINE_SOURCES)
     binary = out / "test_engine"
-    r = subprocess.run([cxx, *objects, "-ldl", "-lpthread", "-o", str(binary)], capture_output=True, text=True)
-    assert r.returncode == 0, f"linking failed:\n{r.stderr[-8000:]}"
+    error = link_native(compile_native(out, ENGINE_SOURCES), binary)
+    assert error is None, f"linking failed:\n{error}"
     return binary
 
 

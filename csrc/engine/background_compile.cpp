@@ -90,8 +90,6 @@ void after_fork_in_child() {
   q.mutex.unlock();
 }
 
-void stop_at_exit() { stop_background_compiles(); }
-
 }  // namespace
 
 void stop_background_compiles() {
@@ -123,7 +121,7 @@ bool compile_in_background(ir::Graph&& graph, const ir::Fingerprint& fingerprint
     static bool hooked = false;
     if (!hooked) {
       hooked = true;
-      std::atexit(stop_at_exit);  // runs before the plugin's statics are destroyed
+      std::atexit(stop_background_compiles);  // the fallback to Python's exit hook (see the header)
       pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
     }
     std::thread(work).detach();
