@@ -66,33 +66,12 @@ at::Tensor arith(const char* name, Binary op, const at::Tensor& self, const at::
                      out, inplace);
 }
 
-#define ARITH_KERNELS(NAME, OP)                                                                         \
-  at::Tensor NAME##_tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) { \
-    return arith(#NAME, OP, self, other, alpha, nullptr, false);                                        \
-  }                                                                                                     \
-  at::Tensor& NAME##_inplace(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {     \
-    arith(#NAME "_", OP, self, other, alpha, &self, true);                                              \
-    return self;                                                                                        \
-  }                                                                                                     \
-  at::Tensor& NAME##_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,     \
-                         at::Tensor& out) {                                                             \
-    arith(#NAME ".out", OP, self, other, alpha, &out, false);                                           \
-    return out;                                                                                         \
-  }
-ARITH_KERNELS(add, Binary::Add)
-ARITH_KERNELS(sub, Binary::Sub)
-#undef ARITH_KERNELS
-
-at::Tensor mul_tensor(const at::Tensor& self, const at::Tensor& other) {
-  return arith("mul", Binary::Mul, self, other, 1, nullptr, false);
+template <Binary kOp>
+at::Tensor arith_kernel(Overload o, const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  return arith(variant(o).c_str(), kOp, self, other, alpha, o.out, o.inplace);
 }
-at::Tensor& mul_inplace(at::Tensor& self, const at::Tensor& other) {
-  arith("mul_", Binary::Mul, self, other, 1, &self, true);
-  return self;
-}
-at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  arith("mul.out", Binary::Mul, self, other, 1, &out, false);
-  return out;
+at::Tensor mul_kernel(Overload o, const at::Tensor& self, const at::Tensor& other) {
+  return arith(variant(o).c_str(), Binary::Mul, self, other, 1, o.out, o.inplace);
 }
 
 // `t` as ATen's kernels of a rounding op (remainder, fmod, floor and trunc division) see it:
@@ -127,28 +106,12 @@ at::Tensor divide(const char* name, const at::Tensor& self, const at::Tensor& ot
                      out, inplace);
 }
 
-at::Tensor div_tensor(const at::Tensor& self, const at::Tensor& other) {
-  return divide("div", self, other, std::nullopt, nullptr, false);
+at::Tensor div_kernel(Overload o, const at::Tensor& self, const at::Tensor& other) {
+  return divide(variant(o).c_str(), self, other, std::nullopt, o.out, o.inplace);
 }
-at::Tensor& div_inplace(at::Tensor& self, const at::Tensor& other) {
-  divide("div_", self, other, std::nullopt, &self, true);
-  return self;
-}
-at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  divide("div.out", self, other, std::nullopt, &out, false);
-  return out;
-}
-at::Tensor div_mode(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
-  return divide("div", self, other, mode, nullptr, false);
-}
-at::Tensor& div_mode_inplace(at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
-  divide("div_", self, other, mode, &self, true);
-  return self;
-}
-at::Tensor& div_mode_out(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode,
-                         at::Tensor& out) {
-  divide("div.out", self, other, mode, &out, false);
-  return out;
+at::Tensor div_mode_kernel(Overload o, const at::Tensor& self, const at::Tensor& other,
+                           std::optional<c10::string_view> mode) {
+  return divide(variant(o).c_str(), self, other, mode, o.out, o.inplace);
 }
 
 // rsub: other - alpha * self.
@@ -157,16 +120,8 @@ at::Tensor rsub_tensor(const at::Tensor& self, const at::Tensor& other, const c1
 }
 
 // floor_divide is div with rounding_mode "floor".
-at::Tensor floor_divide_fn(const at::Tensor& self, const at::Tensor& other) {
-  return divide("floor_divide", self, other, "floor", nullptr, false);
-}
-at::Tensor& floor_divide_inplace(at::Tensor& self, const at::Tensor& other) {
-  divide("floor_divide_", self, other, "floor", &self, true);
-  return self;
-}
-at::Tensor& floor_divide_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  divide("floor_divide.out", self, other, "floor", &out, false);
-  return out;
+at::Tensor floor_divide_kernel(Overload o, const at::Tensor& self, const at::Tensor& other) {
+  return divide(variant(o).c_str(), self, other, "floor", o.out, o.inplace);
 }
 
 // ------------------------------------------------------------ comparisons
@@ -182,36 +137,14 @@ at::Tensor comparison(const char* name, ir::Compare op, const at::Tensor& self, 
 }
 
 
-#define COMPARE_KERNELS(NAME, OP)                                                                     \
-  at::Tensor NAME##_tensor(const at::Tensor& a, const at::Tensor& b) {                               \
-    return comparison(#NAME, OP, a, b, nullptr, false);                                              \
-  }                                                                                                  \
-  at::Tensor NAME##_scalar(const at::Tensor& a, const c10::Scalar& b) {                              \
-    return comparison(#NAME, OP, a, scalar_operand(b), nullptr, false);                              \
-  }                                                                                                  \
-  at::Tensor& NAME##_tensor_inplace(at::Tensor& a, const at::Tensor& b) {                            \
-    comparison(#NAME "_", OP, a, b, &a, true);                                                       \
-    return a;                                                                                        \
-  }                                                                                                  \
-  at::Tensor& NAME##_scalar_inplace(at::Tensor& a, const c10::Scalar& b) {                           \
-    comparison(#NAME "_", OP, a, scalar_operand(b), &a, true);                                       \
-    return a;                                                                                        \
-  }                                                                                                  \
-  at::Tensor& NAME##_tensor_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {         \
-    comparison(#NAME ".out", OP, a, b, &out, false);                                                 \
-    return out;                                                                                      \
-  }                                                                                                  \
-  at::Tensor& NAME##_scalar_out(const at::Tensor& a, const c10::Scalar& b, at::Tensor& out) {        \
-    comparison(#NAME ".out", OP, a, scalar_operand(b), &out, false);                                 \
-    return out;                                                                                      \
-  }
-COMPARE_KERNELS(eq, ir::Compare::EQ)
-COMPARE_KERNELS(ne, ir::Compare::NE)
-COMPARE_KERNELS(lt, ir::Compare::LT)
-COMPARE_KERNELS(le, ir::Compare::LE)
-COMPARE_KERNELS(gt, ir::Compare::GT)
-COMPARE_KERNELS(ge, ir::Compare::GE)
-#undef COMPARE_KERNELS
+template <ir::Compare kOp>
+at::Tensor compare_kernel(Overload o, const at::Tensor& a, const at::Tensor& b) {
+  return comparison(variant(o).c_str(), kOp, a, b, o.out, o.inplace);
+}
+template <ir::Compare kOp>
+at::Tensor compare_scalar_kernel(Overload o, const at::Tensor& a, const c10::Scalar& b) {
+  return compare_kernel<kOp>(o, a, scalar_operand(b));
+}
 
 // ------------------------------------------------------------ dtype checks
 
@@ -228,11 +161,6 @@ void check_accepts(const char* op, Accepts accepts, c10::ScalarType t) {
     case Accepts::IntegralNoBool: ok = c10::isIntegralType(t, /*includeBool=*/false); break;
   }
   TORCH_CHECK_NOT_IMPLEMENTED(ok, "\"", op, "\" not implemented for '", c10::toString(t), "'");
-}
-
-// The Program name of each variant: "op", "op_", "op.out".
-std::string variant(const char* op, const at::Tensor* out, bool inplace) {
-  return std::string(op) + (inplace ? "_" : out != nullptr ? ".out" : "");
 }
 
 // ------------------------------------------------------------ unary
@@ -260,18 +188,10 @@ at::Tensor unary_op(const char* op_name, Unary op, Accepts accepts, const at::Te
                      out, inplace);
 }
 
-#define UNARY_KERNELS(NAME, OP, ACCEPTS)                                                   \
-  at::Tensor NAME##_fn(const at::Tensor& self) {                                         \
-    return unary_op(#NAME, OP, ACCEPTS, self, nullptr, false);                           \
-  }                                                                                      \
-  at::Tensor& NAME##_inplace(at::Tensor& self) {                                         \
-    unary_op(#NAME, OP, ACCEPTS, self, &self, true);                                     \
-    return self;                                                                         \
-  }                                                                                      \
-  at::Tensor& NAME##_out(const at::Tensor& self, at::Tensor& out) {                      \
-    unary_op(#NAME, OP, ACCEPTS, self, &out, false);                                     \
-    return out;                                                                          \
-  }
+template <Unary kOp, Accepts kAccepts>
+at::Tensor unary_kernel(Overload o, const at::Tensor& self) {
+  return unary_op(o.name, kOp, kAccepts, self, o.out, o.inplace);
+}
 #define UNARY_OPS(X)                                 \
   X(neg, Unary::Neg, Accepts::Any)                   \
   X(abs, Unary::Abs, Accepts::NoBool)                \
@@ -309,30 +229,10 @@ at::Tensor unary_op(const char* op_name, Unary op, Accepts accepts, const at::Te
   X(sgn, Unary::Sign, Accepts::Any)                  \
   X(bitwise_not, Unary::BitwiseNot, Accepts::Integral) \
   X(logical_not, Unary::LogicalNot, Accepts::Any)
-UNARY_OPS(UNARY_KERNELS)
-#undef UNARY_KERNELS
 
-// Predicates without an in-place form.
-at::Tensor isnan_fn(const at::Tensor& self) { return unary_op("isnan", Unary::IsNan, Accepts::Any, self, nullptr, false); }
-#define PREDICATE_KERNELS(NAME, OP)                                                         \
-  at::Tensor NAME##_fn(const at::Tensor& self) { return unary_op(#NAME, OP, Accepts::Any, self, nullptr, false); } \
-  at::Tensor& NAME##_out(const at::Tensor& self, at::Tensor& out) {                       \
-    unary_op(#NAME, OP, Accepts::Any, self, &out, false);                                 \
-    return out;                                                                           \
-  }
-PREDICATE_KERNELS(isposinf, Unary::IsPosInf)
-PREDICATE_KERNELS(isneginf, Unary::IsNegInf)
-PREDICATE_KERNELS(signbit, Unary::SignBit)
-#undef PREDICATE_KERNELS
-
-at::Tensor relu_fn(const at::Tensor& self) {
+at::Tensor relu_kernel(Overload o, const at::Tensor& self) {
   TORCH_CHECK(self.scalar_type() != c10::kBool, "Boolean inputs not supported for relu");
-  return unary_op("relu", Unary::Relu, Accepts::Any, self, nullptr, false);
-}
-at::Tensor& relu_inplace(at::Tensor& self) {
-  TORCH_CHECK(self.scalar_type() != c10::kBool, "Boolean inputs not supported for relu");
-  unary_op("relu", Unary::Relu, Accepts::Any, self, &self, true);
-  return self;
+  return unary_op(o.name, Unary::Relu, Accepts::Any, self, o.out, o.inplace);
 }
 
 at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& threshold) {
@@ -358,16 +258,8 @@ at::Tensor round_decimals_op(const at::Tensor& self, int64_t decimals, const at:
                      },
                      out, inplace);
 }
-at::Tensor round_decimals(const at::Tensor& self, int64_t decimals) {
-  return round_decimals_op(self, decimals, nullptr, false);
-}
-at::Tensor& round_decimals_inplace(at::Tensor& self, int64_t decimals) {
-  round_decimals_op(self, decimals, &self, true);
-  return self;
-}
-at::Tensor& round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& out) {
-  round_decimals_op(self, decimals, &out, false);
-  return out;
+at::Tensor round_decimals_kernel(Overload o, const at::Tensor& self, int64_t decimals) {
+  return round_decimals_op(self, decimals, o.out, o.inplace);
 }
 
 // nan_to_num: replacements default to 0 and the dtype's largest finite values.
@@ -396,19 +288,9 @@ at::Tensor nan_to_num_op(const at::Tensor& self, std::optional<double> nan, std:
                      },
                      out, inplace);
 }
-at::Tensor nan_to_num_fn(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
-                         std::optional<double> neginf) {
-  return nan_to_num_op(self, nan, posinf, neginf, nullptr, false);
-}
-at::Tensor& nan_to_num_inplace(at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
-                               std::optional<double> neginf) {
-  nan_to_num_op(self, nan, posinf, neginf, &self, true);
-  return self;
-}
-at::Tensor& nan_to_num_out(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
-                           std::optional<double> neginf, at::Tensor& out) {
-  nan_to_num_op(self, nan, posinf, neginf, &out, false);
-  return out;
+at::Tensor nan_to_num_kernel(Overload o, const at::Tensor& self, std::optional<double> nan,
+                             std::optional<double> posinf, std::optional<double> neginf) {
+  return nan_to_num_op(self, nan, posinf, neginf, o.out, o.inplace);
 }
 
 // ------------------------------------------------------------ binary math
@@ -456,46 +338,14 @@ at::Tensor binary_op(const char* op_name, Binary op, const at::Tensor& self, con
                      out, inplace);
 }
 
-#define BINARY_KERNELS(NAME, OP)                                                                  \
-  at::Tensor NAME##_fn(const at::Tensor& self, const at::Tensor& other) {                       \
-    return binary_op(#NAME, OP, self, other, nullptr, false);                                   \
-  }                                                                                             \
-  [[maybe_unused]] at::Tensor& NAME##_inplace(at::Tensor& self, const at::Tensor& other) {                       \
-    binary_op(#NAME, OP, self, other, &self, true);                                             \
-    return self;                                                                                \
-  }                                                                                             \
-  at::Tensor& NAME##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {    \
-    binary_op(#NAME, OP, self, other, &out, false);                                             \
-    return out;                                                                                 \
-  }                                                                                             \
-  [[maybe_unused]] at::Tensor NAME##_scalar_fn(const at::Tensor& self, const c10::Scalar& other) {               \
-    return binary_op(#NAME, OP, self, scalar_operand(other), nullptr, false);                   \
-  }                                                                                             \
-  [[maybe_unused]] at::Tensor& NAME##_scalar_inplace(at::Tensor& self, const c10::Scalar& other) {               \
-    binary_op(#NAME, OP, self, scalar_operand(other), &self, true);                             \
-    return self;                                                                                \
-  }
-#define BINARY_OPS(X)                        \
-  X(pow, Binary::Pow)                        \
-  X(maximum, Binary::Max)                    \
-  X(minimum, Binary::Min)                    \
-  X(fmax, Binary::FMax)                      \
-  X(fmin, Binary::FMin)                      \
-  X(atan2, Binary::Atan2)                    \
-  X(remainder, Binary::Remainder)            \
-  X(fmod, Binary::FMod)                      \
-  X(logical_and, Binary::LogicalAnd)         \
-  X(logical_or, Binary::LogicalOr)           \
-  X(logical_xor, Binary::LogicalXor)         \
-  X(bitwise_and, Binary::BitAnd)             \
-  X(bitwise_or, Binary::BitOr)               \
-  X(bitwise_xor, Binary::BitXor)             \
-  X(bitwise_left_shift, Binary::ShiftLeft)   \
-  X(bitwise_right_shift, Binary::ShiftRight) \
-  X(copysign, Binary::CopySign)              \
-  X(hypot, Binary::Hypot)
-BINARY_OPS(BINARY_KERNELS)
-#undef BINARY_KERNELS
+template <Binary kOp>
+at::Tensor binary_kernel(Overload o, const at::Tensor& self, const at::Tensor& other) {
+  return binary_op(o.name, kOp, self, other, o.out, o.inplace);
+}
+template <Binary kOp>
+at::Tensor binary_scalar_kernel(Overload o, const at::Tensor& self, const c10::Scalar& other) {
+  return binary_kernel<kOp>(o, self, scalar_operand(other));
+}
 
 // pow(Tensor, Scalar): numpy's rule against negative integer powers of integers.
 void check_integer_power(const at::Tensor& base, const c10::Scalar& exponent) {
@@ -578,76 +428,29 @@ std::optional<at::Tensor> bound(const std::optional<c10::Scalar>& s) {
   if (!s.has_value()) return std::nullopt;
   return scalar_operand(*s);
 }
-at::Tensor clamp_scalar_op(const char* op_name, const at::Tensor& self, const std::optional<c10::Scalar>& lo,
-                           const std::optional<c10::Scalar>& hi, const at::Tensor* out, bool inplace) {
-  return clamp_op(op_name, self, bound(lo), bound(hi), clamp_type(self, lo, hi), out, inplace);
-}
-at::Tensor clamp_tensor_op(const char* op_name, const at::Tensor& self, const std::optional<at::Tensor>& lo,
-                           const std::optional<at::Tensor>& hi, const at::Tensor* out, bool inplace) {
-  // The common dtype of all tensor operands, as TensorIterator computes it.
-  at::native::ResultTypeState state = at::native::update_result_type_state(self, {});
-  if (lo.has_value() && lo->defined()) state = at::native::update_result_type_state(*lo, state);
-  if (hi.has_value() && hi->defined()) state = at::native::update_result_type_state(*hi, state);
-  c10::ScalarType common = at::native::result_type(state);
-  return clamp_op(op_name, self, lo, hi, common, out, inplace, /*tensor_bounds=*/true);
-}
 
 using OptScalar = std::optional<c10::Scalar>;
-using OptTensor = std::optional<at::Tensor>;
 
-at::Tensor clamp_fn(const at::Tensor& self, const OptScalar& lo, const OptScalar& hi) {
-  return clamp_scalar_op("clamp", self, lo, hi, nullptr, false);
+// clamp's kernels, one per kind of bounds; o.name is the op's base name.
+at::Tensor clamp_scalar(Overload o, const at::Tensor& self, const OptScalar& lo, const OptScalar& hi) {
+  return clamp_op(o.name, self, bound(lo), bound(hi), clamp_type(self, lo, hi), o.out, o.inplace);
 }
-at::Tensor& clamp_inplace(at::Tensor& self, const OptScalar& lo, const OptScalar& hi) {
-  clamp_scalar_op("clamp", self, lo, hi, &self, true);
-  return self;
-}
-at::Tensor& clamp_out(const at::Tensor& self, const OptScalar& lo, const OptScalar& hi, at::Tensor& out) {
-  clamp_scalar_op("clamp", self, lo, hi, &out, false);
-  return out;
-}
-at::Tensor clamp_t_fn(const at::Tensor& self, const OptTensor& lo, const OptTensor& hi) {
-  return clamp_tensor_op("clamp", self, lo, hi, nullptr, false);
-}
-at::Tensor& clamp_t_inplace(at::Tensor& self, const OptTensor& lo, const OptTensor& hi) {
-  clamp_tensor_op("clamp", self, lo, hi, &self, true);
-  return self;
-}
-at::Tensor& clamp_t_out(const at::Tensor& self, const OptTensor& lo, const OptTensor& hi, at::Tensor& out) {
-  clamp_tensor_op("clamp", self, lo, hi, &out, false);
-  return out;
+at::Tensor clamp_tensor(Overload o, const at::Tensor& self, const OptTensor& lo, const OptTensor& hi) {
+  // The common dtype of all tensor operands, as TensorIterator computes it.
+  at::native::ResultTypeState state = at::native::update_result_type_state(self, {});
+  if (defined(lo)) state = at::native::update_result_type_state(*lo, state);
+  if (defined(hi)) state = at::native::update_result_type_state(*hi, state);
+  c10::ScalarType common = at::native::result_type(state);
+  return clamp_op(o.name, self, lo, hi, common, o.out, o.inplace, /*tensor_bounds=*/true);
 }
 // clamp_min / clamp_max: one bound, Scalar or Tensor.
-#define CLAMP_ONE_KERNELS(NAME, LO, HI)                                                                   \
-  at::Tensor NAME##_fn(const at::Tensor& self, const c10::Scalar& b) {                                  \
-    return clamp_scalar_op(#NAME, self, LO(b), HI(b), nullptr, false);                                  \
-  }                                                                                                     \
-  at::Tensor& NAME##_inplace(at::Tensor& self, const c10::Scalar& b) {                                  \
-    clamp_scalar_op(#NAME, self, LO(b), HI(b), &self, true);                                            \
-    return self;                                                                                        \
-  }                                                                                                     \
-  at::Tensor& NAME##_out(const at::Tensor& self, const c10::Scalar& b, at::Tensor& out) {               \
-    clamp_scalar_op(#NAME, self, LO(b), HI(b), &out, false);                                            \
-    return out;                                                                                         \
-  }                                                                                                     \
-  at::Tensor NAME##_t_fn(const at::Tensor& self, const at::Tensor& b) {                                 \
-    return clamp_tensor_op(#NAME, self, LO(b), HI(b), nullptr, false);                                  \
-  }                                                                                                     \
-  at::Tensor& NAME##_t_inplace(at::Tensor& self, const at::Tensor& b) {                                 \
-    clamp_tensor_op(#NAME, self, LO(b), HI(b), &self, true);                                            \
-    return self;                                                                                        \
-  }                                                                                                     \
-  at::Tensor& NAME##_t_out(const at::Tensor& self, const at::Tensor& b, at::Tensor& out) {              \
-    clamp_tensor_op(#NAME, self, LO(b), HI(b), &out, false);                                            \
-    return out;                                                                                         \
-  }
-#define KEEP(b) b
-#define NONE(b) std::nullopt
-CLAMP_ONE_KERNELS(clamp_min, KEEP, NONE)
-CLAMP_ONE_KERNELS(clamp_max, NONE, KEEP)
-#undef KEEP
-#undef NONE
-#undef CLAMP_ONE_KERNELS
+template <bool kLower, typename Bound>
+at::Tensor clamp_one(Overload o, const at::Tensor& self, const Bound& b) {
+  if constexpr (std::is_same_v<Bound, at::Tensor>)
+    return kLower ? clamp_tensor(o, self, b, std::nullopt) : clamp_tensor(o, self, std::nullopt, b);
+  else
+    return kLower ? clamp_scalar(o, self, b, std::nullopt) : clamp_scalar(o, self, std::nullopt, b);
+}
 
 // lerp: self, end (and a tensor weight) share one floating dtype.
 at::Tensor lerp_op(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, bool weight_is_tensor,
@@ -663,27 +466,11 @@ at::Tensor lerp_op(const at::Tensor& self, const at::Tensor& end, const at::Tens
                      [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::lerp(g, v[0], v[1], v[2]); },
                      out, inplace);
 }
-at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
-  return lerp_op(self, end, scalar_operand(w), false, nullptr, false);
+at::Tensor lerp_scalar_kernel(Overload o, const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
+  return lerp_op(self, end, scalar_operand(w), false, o.out, o.inplace);
 }
-at::Tensor& lerp_scalar_inplace(at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
-  lerp_op(self, end, scalar_operand(w), false, &self, true);
-  return self;
-}
-at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w, at::Tensor& out) {
-  lerp_op(self, end, scalar_operand(w), false, &out, false);
-  return out;
-}
-at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
-  return lerp_op(self, end, w, true, nullptr, false);
-}
-at::Tensor& lerp_tensor_inplace(at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
-  lerp_op(self, end, w, true, &self, true);
-  return self;
-}
-at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& w, at::Tensor& out) {
-  lerp_op(self, end, w, true, &out, false);
-  return out;
+at::Tensor lerp_tensor_kernel(Overload o, const at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
+  return lerp_op(self, end, w, true, o.out, o.inplace);
 }
 
 // addcmul: self + value * t1 * t2; addcdiv: self + value * t1 / t2 (ATen's
@@ -712,24 +499,11 @@ at::Tensor addc_op(const char* op_name, bool divide, const at::Tensor& self, con
                      },
                      out, inplace);
 }
-#define ADDC_KERNELS(NAME, DIVIDE)                                                                          \
-  at::Tensor NAME##_fn(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,                \
-                       const c10::Scalar& value) {                                                        \
-    return addc_op(#NAME, DIVIDE, self, t1, t2, value, nullptr, false);                                   \
-  }                                                                                                       \
-  at::Tensor& NAME##_inplace(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,                \
-                             const c10::Scalar& value) {                                                  \
-    addc_op(#NAME, DIVIDE, self, t1, t2, value, &self, true);                                             \
-    return self;                                                                                          \
-  }                                                                                                       \
-  at::Tensor& NAME##_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,              \
-                         const c10::Scalar& value, at::Tensor& out) {                                     \
-    addc_op(#NAME, DIVIDE, self, t1, t2, value, &out, false);                                             \
-    return out;                                                                                           \
-  }
-ADDC_KERNELS(addcmul, false)
-ADDC_KERNELS(addcdiv, true)
-#undef ADDC_KERNELS
+template <bool kDivide>
+at::Tensor addc_kernel(Overload o, const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                       const c10::Scalar& value) {
+  return addc_op(o.name, kDivide, self, t1, t2, value, o.out, o.inplace);
+}
 
 // masked_fill_: in place only (the functional forms are ATen composites).
 at::Tensor& masked_fill_op(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
@@ -768,40 +542,26 @@ at::Tensor activation(const char* op_name, std::vector<at::Tensor> tensors, cons
   return elementwise(name.c_str(), tensors, lowering::opmath_type(common), common, build, out, inplace);
 }
 
-// Functional, in-place and out= forms of an activation with Scalar
-// parameters PARAMS (a parenthesised declaration list) named ARGS.
-#define ACTIVATION_KERNELS(NAME, PARAMS, ARGS, BUILD)                                            \
-  at::Tensor NAME##_fn(const at::Tensor& self PARAMS) {                                          \
-    return activation(#NAME, {self}, {ARGS}, BUILD);                                             \
-  }                                                                                              \
-  [[maybe_unused]] at::Tensor& NAME##_inplace(at::Tensor& self PARAMS) {                                          \
-    activation(#NAME, {self}, {ARGS}, BUILD, &self, true);                                       \
-    return self;                                                                                 \
-  }                                                                                              \
-  at::Tensor& NAME##_out(const at::Tensor& self PARAMS, at::Tensor& out) {                       \
-    activation(#NAME, {self}, {ARGS}, BUILD, &out, false);                                       \
-    return out;                                                                                  \
-  }
-#define BUILD1(F) [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::F(g, v[0]); }
-#define NO_PARAMS
-#define COMMA ,
+// The Build that applies lowering kLowering to an op's first kArity inputs.
+template <auto kLowering, size_t kArity>
+Build lowering_build() {
+  return [](ir::Graph& g, const std::vector<ir::Value>& v) {
+    return [&]<size_t... I>(std::index_sequence<I...>) { return kLowering(g, v[I]...); }(std::make_index_sequence<kArity>{});
+  };
+}
 
-ACTIVATION_KERNELS(silu, NO_PARAMS, NO_PARAMS, BUILD1(silu))
-ACTIVATION_KERNELS(hardswish, NO_PARAMS, NO_PARAMS, BUILD1(hardswish))
-ACTIVATION_KERNELS(hardsigmoid, NO_PARAMS, NO_PARAMS, BUILD1(hardsigmoid))
-ACTIVATION_KERNELS(mish, NO_PARAMS, NO_PARAMS, BUILD1(mish))
-ACTIVATION_KERNELS(leaky_relu, COMMA const c10::Scalar& slope, slope,
-                   [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::leaky_relu(g, v[0], v[1]); })
-ACTIVATION_KERNELS(elu, COMMA const c10::Scalar& alpha COMMA const c10::Scalar& scale COMMA const c10::Scalar& input_scale,
-                   alpha COMMA scale COMMA input_scale,
-                   [](ir::Graph& g, const std::vector<ir::Value>& v) {
-                     return lowering::elu(g, v[0], v[1], v[2], v[3]);
-                   })
-ACTIVATION_KERNELS(softplus, COMMA const c10::Scalar& beta COMMA const c10::Scalar& threshold, beta COMMA threshold,
-                   [](ir::Graph& g, const std::vector<ir::Value>& v) {
-                     return lowering::softplus(g, v[0], v[1], v[2]);
-                   })
-#undef ACTIVATION_KERNELS
+// An activation and its gradient with Scalar parameters (runtime parameters,
+// after the tensors): kLowering(g, self, params...) and
+// kGradient(g, grad, x, params...).
+using ScalarArg = const c10::Scalar&;
+template <auto kLowering, typename... Params>
+at::Tensor activation_kernel(Overload o, const at::Tensor& self, Params... params) {
+  return activation(o.name, {self}, {params...}, lowering_build<kLowering, 1 + sizeof...(Params)>(), o.out, o.inplace);
+}
+template <auto kGradient, typename... Params>
+at::Tensor gradient_kernel(Overload o, const at::Tensor& grad, const at::Tensor& x, Params... params) {
+  return activation(o.name, {grad, x}, {params...}, lowering_build<kGradient, 2 + sizeof...(Params)>(), o.out);
+}
 
 bool gelu_uses_tanh(c10::string_view approximate) {
   TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
@@ -811,40 +571,20 @@ Build gelu_build(c10::string_view approximate) {
   bool tanh = gelu_uses_tanh(approximate);
   return [tanh](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::gelu(g, v[0], tanh); };
 }
-at::Tensor gelu_fn(const at::Tensor& self, c10::string_view approximate) {
-  return activation("gelu", {self}, {}, gelu_build(approximate));
-}
-at::Tensor& gelu_inplace(at::Tensor& self, c10::string_view approximate) {
-  activation("gelu", {self}, {}, gelu_build(approximate), &self, true);
-  return self;
-}
-at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
-  activation("gelu", {self}, {}, gelu_build(approximate), &out, false);
-  return out;
+at::Tensor gelu(Overload o, const at::Tensor& self, c10::string_view approximate) {
+  return activation(o.name, {self}, {}, gelu_build(approximate), o.out, o.inplace);
 }
 
 // hardtanh is clamp with Scalar bounds (integers allowed, bool not).
-at::Tensor hardtanh_op(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi, const at::Tensor* out,
-                       bool inplace) {
+at::Tensor hardtanh(Overload o, const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
   TORCH_CHECK(self.scalar_type() != c10::kBool, "Bool inputs not supported for hardtanh");
   if (c10::isIntegralType(self.scalar_type(), /*includeBool=*/false)) {
     // ATen's legacy rule: integer inputs truncate the bounds instead of promoting.
     TORCH_CHECK(self.scalar_type() != c10::kByte || (lo.toLong() >= 0 && hi.toLong() >= 0),
                 "cannot do hardtanh on an unsigned type with negative limits");
-    return clamp_scalar_op("hardtanh", self, c10::Scalar(lo.toLong()), c10::Scalar(hi.toLong()), out, inplace);
+    return clamp_scalar(o, self, c10::Scalar(lo.toLong()), c10::Scalar(hi.toLong()));
   }
-  return clamp_scalar_op("hardtanh", self, lo, hi, out, inplace);
-}
-at::Tensor hardtanh_fn(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
-  return hardtanh_op(self, lo, hi, nullptr, false);
-}
-at::Tensor& hardtanh_inplace(at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
-  hardtanh_op(self, lo, hi, &self, true);
-  return self;
-}
-at::Tensor& hardtanh_out(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi, at::Tensor& out) {
-  hardtanh_op(self, lo, hi, &out, false);
-  return out;
+  return clamp_scalar(o, self, lo, hi);
 }
 
 // logit(eps=None): eps is a runtime parameter when given.
@@ -859,46 +599,10 @@ at::Tensor logit_op(const at::Tensor& self, std::optional<double> eps, const at:
                      },
                      out, inplace);
 }
-at::Tensor logit_fn(const at::Tensor& self, std::optional<double> eps) { return logit_op(self, eps, nullptr, false); }
-at::Tensor& logit_inplace(at::Tensor& self, std::optional<double> eps) {
-  logit_op(self, eps, &self, true);
-  return self;
-}
-at::Tensor& logit_out(const at::Tensor& self, std::optional<double> eps, at::Tensor& out) {
-  logit_op(self, eps, &out, false);
-  return out;
+at::Tensor logit_kernel(Overload o, const at::Tensor& self, std::optional<double> eps) {
+  return logit_op(self, eps, o.out, o.inplace);
 }
 
-// ---- gradients: functional and out= (grad_input) forms.
-
-#define GRADIENT_KERNELS(NAME, PARAMS, ARGS, BUILD)                                                        \
-  [[maybe_unused]] at::Tensor NAME##_fn(const at::Tensor& grad, const at::Tensor& x PARAMS) {                             \
-    return activation(#NAME, {grad, x}, {ARGS}, BUILD);                                                  \
-  }                                                                                                      \
-  at::Tensor& NAME##_out(const at::Tensor& grad, const at::Tensor& x PARAMS, at::Tensor& grad_input) {   \
-    activation(#NAME, {grad, x}, {ARGS}, BUILD, &grad_input, false);                                     \
-    return grad_input;                                                                                   \
-  }
-#define BUILD2(F) [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::F(g, v[0], v[1]); }
-GRADIENT_KERNELS(silu_backward, NO_PARAMS, NO_PARAMS, BUILD2(silu_backward))
-GRADIENT_KERNELS(sigmoid_backward, NO_PARAMS, NO_PARAMS, BUILD2(sigmoid_backward))
-GRADIENT_KERNELS(tanh_backward, NO_PARAMS, NO_PARAMS, BUILD2(tanh_backward))
-GRADIENT_KERNELS(hardswish_backward, NO_PARAMS, NO_PARAMS, BUILD2(hardswish_backward))
-GRADIENT_KERNELS(hardsigmoid_backward, NO_PARAMS, NO_PARAMS, BUILD2(hardsigmoid_backward))
-GRADIENT_KERNELS(hardtanh_backward, COMMA const c10::Scalar& lo COMMA const c10::Scalar& hi, lo COMMA hi,
-                 [](ir::Graph& g, const std::vector<ir::Value>& v) {
-                   return lowering::hardtanh_backward(g, v[0], v[1], v[2], v[3]);
-                 })
-GRADIENT_KERNELS(softplus_backward, COMMA const c10::Scalar& beta COMMA const c10::Scalar& threshold,
-                 beta COMMA threshold,
-                 [](ir::Graph& g, const std::vector<ir::Value>& v) {
-                   return lowering::softplus_backward(g, v[0], v[1], v[2], v[3]);
-                 })
-#undef GRADIENT_KERNELS
-#undef BUILD1
-#undef BUILD2
-#undef NO_PARAMS
-#undef COMMA
 
 Build gelu_backward_build(c10::string_view approximate) {
   bool tanh = gelu_uses_tanh(approximate);
@@ -906,81 +610,47 @@ Build gelu_backward_build(c10::string_view approximate) {
     return lowering::gelu_backward(g, v[0], v[1], tanh);
   };
 }
-at::Tensor gelu_backward_fn(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate) {
-  return activation("gelu_backward", {grad, x}, {}, gelu_backward_build(approximate));
-}
-at::Tensor& gelu_backward_out(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate,
-                              at::Tensor& grad_input) {
-  activation("gelu_backward", {grad, x}, {}, gelu_backward_build(approximate), &grad_input, false);
-  return grad_input;
+at::Tensor gelu_backward(Overload o, const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate) {
+  return activation(o.name, {grad, x}, {}, gelu_backward_build(approximate), o.out);
 }
 
-at::Tensor leaky_relu_backward_op(const at::Tensor& grad, const at::Tensor& x, const c10::Scalar& slope,
-                                  bool self_is_result, const at::Tensor* out) {
+at::Tensor leaky_relu_backward(Overload o, const at::Tensor& grad, const at::Tensor& x, const c10::Scalar& slope,
+                               bool self_is_result) {
   TORCH_CHECK(!self_is_result || slope.to<double>() >= 0.0,
               "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. "
               "This is caused by calling in-place forward function with a negative slope, "
               "please call out-of-place version instead. File an issue at https://github.com/pytorch/pytorch if you "
               "do require supporting in-place leakRelu backward calculation with negative slope");
-  return activation("leaky_relu_backward", {grad, x}, {slope},
+  return activation(o.name, {grad, x}, {slope},
                     [](ir::Graph& g, const std::vector<ir::Value>& v) {
                       return lowering::leaky_relu_backward(g, v[0], v[1], v[2]);
                     },
-                    out, false);
-}
-at::Tensor leaky_relu_backward_fn(const at::Tensor& grad, const at::Tensor& x, const c10::Scalar& slope,
-                                  bool self_is_result) {
-  return leaky_relu_backward_op(grad, x, slope, self_is_result, nullptr);
-}
-at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& x, const c10::Scalar& slope,
-                                    bool self_is_result, at::Tensor& grad_input) {
-  leaky_relu_backward_op(grad, x, slope, self_is_result, &grad_input);
-  return grad_input;
+                    o.out);
 }
 
-at::Tensor elu_backward_op(const at::Tensor& grad, const c10::Scalar& alpha, const c10::Scalar& scale,
-                           const c10::Scalar& input_scale, bool is_result, const at::Tensor& x_or_result,
-                           const at::Tensor* out) {
+at::Tensor elu_backward(Overload o, const at::Tensor& grad, const c10::Scalar& alpha, const c10::Scalar& scale,
+                        const c10::Scalar& input_scale, bool is_result, const at::Tensor& x_or_result) {
   TORCH_CHECK(!is_result || alpha.to<double>() >= 0.0,
               "In-place elu backward calculation is triggered with a negative slope which is not supported. "
               "This is caused by calling in-place forward function with a negative slope, "
               "please call out-of-place version instead.");
-  return activation("elu_backward", {grad, x_or_result}, {alpha, scale, input_scale},
+  return activation(o.name, {grad, x_or_result}, {alpha, scale, input_scale},
                     [is_result](ir::Graph& g, const std::vector<ir::Value>& v) {
                       return lowering::elu_backward(g, v[0], v[1], v[2], v[3], v[4], is_result);
                     },
-                    out, false);
-}
-at::Tensor elu_backward_fn(const at::Tensor& grad, const c10::Scalar& alpha, const c10::Scalar& scale,
-                           const c10::Scalar& input_scale, bool is_result, const at::Tensor& x_or_result) {
-  return elu_backward_op(grad, alpha, scale, input_scale, is_result, x_or_result, nullptr);
-}
-at::Tensor& elu_backward_out(const at::Tensor& grad, const c10::Scalar& alpha, const c10::Scalar& scale,
-                             const c10::Scalar& input_scale, bool is_result, const at::Tensor& x_or_result,
-                             at::Tensor& grad_input) {
-  elu_backward_op(grad, alpha, scale, input_scale, is_result, x_or_result, &grad_input);
-  return grad_input;
+                    o.out);
 }
 
-at::Tensor logit_backward_op(const at::Tensor& grad, const at::Tensor& x, std::optional<double> eps,
-                             const at::Tensor* out) {
+at::Tensor logit_backward(Overload o, const at::Tensor& grad, const at::Tensor& x, std::optional<double> eps) {
   std::vector<c10::Scalar> params;
   if (eps) params.push_back(*eps);
   bool has_eps = eps.has_value();
-  return activation("logit_backward", {grad, x}, params,
+  return activation(o.name, {grad, x}, params,
                     [has_eps](ir::Graph& g, const std::vector<ir::Value>& v) {
                       return lowering::logit_backward(g, v[0], v[1],
                                                       has_eps ? std::optional<ir::Value>(v[2]) : std::nullopt);
                     },
-                    out, false);
-}
-at::Tensor logit_backward_fn(const at::Tensor& grad, const at::Tensor& x, std::optional<double> eps) {
-  return logit_backward_op(grad, x, eps, nullptr);
-}
-at::Tensor& logit_backward_out(const at::Tensor& grad, const at::Tensor& x, std::optional<double> eps,
-                               at::Tensor& grad_input) {
-  logit_backward_op(grad, x, eps, &grad_input);
-  return grad_input;
+                    o.out);
 }
 
 // ------------------------------------------------------------ where / fill
@@ -1049,12 +719,17 @@ at::Tensor& zero_(at::Tensor& self) {
 
 // ------------------------------------------------------------ complex
 
-// torch.complex(real, imag): two floating tensors of one dtype.
+// torch.complex(real, imag) and torch.polar(abs, angle) take two floating
+// tensors of one dtype: that dtype.
+c10::ScalarType complex_parts_dtype(const at::Tensor& a, const at::Tensor& b) {
+  c10::ScalarType t = a.scalar_type();
+  TORCH_CHECK(c10::isFloatingType(t) && t == b.scalar_type(),
+              "Expected both inputs to be Half, Float or Double tensors but got ", t, " and ", b.scalar_type());
+  return t;
+}
+
 at::Tensor& complex_out(const at::Tensor& re, const at::Tensor& im, at::Tensor& out) {
-  c10::ScalarType t = re.scalar_type();
-  TORCH_CHECK(c10::isFloatingType(t) && t == im.scalar_type(),
-              "Expected both inputs to be Half, Float or Double tensors but got ", re.scalar_type(), " and ",
-              im.scalar_type());
+  c10::ScalarType t = complex_parts_dtype(re, im);
   if (t == c10::kHalf) {
     // A complex32 result: built in complex64, stored as chalf's float16 pairs by the copy.
     TORCH_CHECK(out.scalar_type() == c10::kComplexHalf, "Expected object of scalar type ComplexHalf but got scalar type ",
@@ -1071,10 +746,7 @@ at::Tensor& complex_out(const at::Tensor& re, const at::Tensor& im, at::Tensor& 
 }
 
 at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {
-  c10::ScalarType t = abs.scalar_type();
-  TORCH_CHECK(c10::isFloatingType(t) && t == angle.scalar_type(),
-              "Expected both inputs to be Half, Float or Double tensors but got ", abs.scalar_type(), " and ",
-              angle.scalar_type());
+  c10::ScalarType t = complex_parts_dtype(abs, angle);
   TORCH_CHECK(t == c10::kFloat || t == c10::kDouble, "\"polar\" not implemented for '", c10::toString(t),
               "' on tpu (complex32 is not supported)");
   elementwise("polar.out", {abs, angle}, t, c10::toComplexType(t),
@@ -1105,173 +777,109 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("polar.out", polar_out);
   m.impl("conj_physical.out", conj_physical_out);
   m.impl("conj_physical_", conj_physical_inplace);
-  m.impl("add.Tensor", add_tensor);
-  m.impl("add_.Tensor", add_inplace);
-  m.impl("add.out", add_out);
-  m.impl("sub.Tensor", sub_tensor);
-  m.impl("sub_.Tensor", sub_inplace);
-  m.impl("sub.out", sub_out);
-  m.impl("mul.Tensor", mul_tensor);
-  m.impl("mul_.Tensor", mul_inplace);
-  m.impl("mul.out", mul_out);
-  m.impl("div.Tensor", div_tensor);
-  m.impl("div_.Tensor", div_inplace);
-  m.impl("div.out", div_out);
-  m.impl("div.Tensor_mode", div_mode);
-  m.impl("div_.Tensor_mode", div_mode_inplace);
-  m.impl("div.out_mode", div_mode_out);
+  impl_variants<arith_kernel<Binary::Add>, "add">(m, {".Tensor", "_.Tensor", ".out"});
+  impl_variants<arith_kernel<Binary::Sub>, "sub">(m, {".Tensor", "_.Tensor", ".out"});
+  impl_variants<mul_kernel, "mul">(m, {".Tensor", "_.Tensor", ".out"});
+  impl_variants<div_kernel, "div">(m, {".Tensor", "_.Tensor", ".out"});
+  impl_variants<div_mode_kernel, "div">(m, {".Tensor_mode", "_.Tensor_mode", ".out_mode"});
   m.impl("rsub.Tensor", rsub_tensor);
-  m.impl("floor_divide", floor_divide_fn);
-  m.impl("floor_divide_.Tensor", floor_divide_inplace);
-  m.impl("floor_divide.out", floor_divide_out);
-#define REGISTER_COMPARE(NAME)                          \
-  m.impl(#NAME ".Tensor", NAME##_tensor);               \
-  m.impl(#NAME ".Scalar", NAME##_scalar);               \
-  m.impl(#NAME "_.Tensor", NAME##_tensor_inplace);      \
-  m.impl(#NAME "_.Scalar", NAME##_scalar_inplace);      \
-  m.impl(#NAME ".Tensor_out", NAME##_tensor_out);       \
-  m.impl(#NAME ".Scalar_out", NAME##_scalar_out);
-  REGISTER_COMPARE(eq)
-  REGISTER_COMPARE(ne)
-  REGISTER_COMPARE(lt)
-  REGISTER_COMPARE(le)
-  REGISTER_COMPARE(gt)
-  REGISTER_COMPARE(ge)
+  impl_variants<floor_divide_kernel, "floor_divide">(m, {"", "_.Tensor", ".out"});
+#define REGISTER_COMPARE(NAME, OP)                                  \
+  impl_variants<compare_kernel<OP>, #NAME>(m, kTensorOverloads); \
+  impl_variants<compare_scalar_kernel<OP>, #NAME>(m, kScalarOverloads);
+  REGISTER_COMPARE(eq, ir::Compare::EQ)
+  REGISTER_COMPARE(ne, ir::Compare::NE)
+  REGISTER_COMPARE(lt, ir::Compare::LT)
+  REGISTER_COMPARE(le, ir::Compare::LE)
+  REGISTER_COMPARE(gt, ir::Compare::GT)
+  REGISTER_COMPARE(ge, ir::Compare::GE)
 #undef REGISTER_COMPARE
-#define REGISTER_UNARY(NAME, OP, ACCEPTS) \
-  m.impl(#NAME, NAME##_fn);               \
-  m.impl(#NAME "_", NAME##_inplace);      \
-  m.impl(#NAME ".out", NAME##_out);
+#define REGISTER_UNARY(NAME, OP, ACCEPTS) impl_variants<unary_kernel<OP, ACCEPTS>, #NAME>(m);
   UNARY_OPS(REGISTER_UNARY)
 #undef REGISTER_UNARY
-  m.impl("round.decimals", round_decimals);
-  m.impl("round_.decimals", round_decimals_inplace);
-  m.impl("round.decimals_out", round_decimals_out);
-  m.impl("isnan", isnan_fn);
-  m.impl("isposinf", isposinf_fn);
-  m.impl("isposinf.out", isposinf_out);
-  m.impl("isneginf", isneginf_fn);
-  m.impl("isneginf.out", isneginf_out);
-  m.impl("signbit", signbit_fn);
-  m.impl("signbit.out", signbit_out);
-  m.impl("nan_to_num", nan_to_num_fn);
-  m.impl("nan_to_num_", nan_to_num_inplace);
-  m.impl("nan_to_num.out", nan_to_num_out);
-  m.impl("relu", relu_fn);
-  m.impl("relu_", relu_inplace);
+  impl_variants<round_decimals_kernel, "round">(m, {".decimals", "_.decimals", ".decimals_out"});
+  impl_variants<unary_kernel<Unary::IsNan, Accepts::Any>, "isnan">(m, {"", nullptr, nullptr});
+  impl_variants<unary_kernel<Unary::IsPosInf, Accepts::Any>, "isposinf">(m, kFunctionalAndOut);
+  impl_variants<unary_kernel<Unary::IsNegInf, Accepts::Any>, "isneginf">(m, kFunctionalAndOut);
+  impl_variants<unary_kernel<Unary::SignBit, Accepts::Any>, "signbit">(m, kFunctionalAndOut);
+  impl_variants<nan_to_num_kernel, "nan_to_num">(m);
+  impl_variants<relu_kernel, "relu">(m, {"", "_", nullptr});
   m.impl("threshold_backward", threshold_backward);
 
   // binary math
-  m.impl("pow.Tensor_Tensor", pow_fn);
-  m.impl("pow_.Tensor", pow_inplace);
-  m.impl("pow.Tensor_Tensor_out", pow_out);
+  impl_variants<binary_kernel<Binary::Pow>, "pow">(m, {".Tensor_Tensor", "_.Tensor", ".Tensor_Tensor_out"});
   m.impl("pow.Tensor_Scalar", pow_tensor_scalar);
   m.impl("pow_.Scalar", pow_tensor_scalar_inplace);
   m.impl("pow.Tensor_Scalar_out", pow_tensor_scalar_out);
   m.impl("pow.Scalar", pow_scalar_tensor);
   m.impl("pow.Scalar_out", pow_scalar_tensor_out);
-#define REGISTER_BINARY(NAME, SUFFIX, OUT) \
-  m.impl(#NAME SUFFIX, NAME##_fn);         \
-  m.impl(#NAME "_" SUFFIX, NAME##_inplace); \
-  m.impl(#NAME OUT, NAME##_out);
-  REGISTER_BINARY(atan2, "", ".out")
-  REGISTER_BINARY(remainder, ".Tensor", ".Tensor_out")
-  REGISTER_BINARY(fmod, ".Tensor", ".Tensor_out")
-  REGISTER_BINARY(logical_and, "", ".out")
-  REGISTER_BINARY(logical_or, "", ".out")
-  REGISTER_BINARY(logical_xor, "", ".out")
-  REGISTER_BINARY(bitwise_and, ".Tensor", ".Tensor_out")
-  REGISTER_BINARY(bitwise_or, ".Tensor", ".Tensor_out")
-  REGISTER_BINARY(bitwise_xor, ".Tensor", ".Tensor_out")
-  REGISTER_BINARY(bitwise_left_shift, ".Tensor", ".Tensor_out")
-  REGISTER_BINARY(bitwise_right_shift, ".Tensor", ".Tensor_out")
-  REGISTER_BINARY(copysign, ".Tensor", ".out")
-  REGISTER_BINARY(hypot, "", ".out")
-#undef REGISTER_BINARY
+  impl_variants<binary_kernel<Binary::Atan2>, "atan2">(m);
+  impl_variants<binary_kernel<Binary::Remainder>, "remainder">(m, kTensorOverloads);
+  impl_variants<binary_kernel<Binary::FMod>, "fmod">(m, kTensorOverloads);
+  impl_variants<binary_kernel<Binary::LogicalAnd>, "logical_and">(m);
+  impl_variants<binary_kernel<Binary::LogicalOr>, "logical_or">(m);
+  impl_variants<binary_kernel<Binary::LogicalXor>, "logical_xor">(m);
+  impl_variants<binary_kernel<Binary::BitAnd>, "bitwise_and">(m, kTensorOverloads);
+  impl_variants<binary_kernel<Binary::BitOr>, "bitwise_or">(m, kTensorOverloads);
+  impl_variants<binary_kernel<Binary::BitXor>, "bitwise_xor">(m, kTensorOverloads);
+  impl_variants<binary_kernel<Binary::ShiftLeft>, "bitwise_left_shift">(m, kTensorOverloads);
+  impl_variants<binary_kernel<Binary::ShiftRight>, "bitwise_right_shift">(m, kTensorOverloads);
+  impl_variants<binary_kernel<Binary::CopySign>, "copysign">(m, {".Tensor", "_.Tensor", ".out"});
+  impl_variants<binary_kernel<Binary::Hypot>, "hypot">(m);
   m.impl("remainder.Scalar_Tensor", remainder_scalar_tensor);
-  m.impl("maximum", maximum_fn);
-  m.impl("maximum.out", maximum_out);
-  m.impl("minimum", minimum_fn);
-  m.impl("minimum.out", minimum_out);
-  m.impl("fmax", fmax_fn);
-  m.impl("fmax.out", fmax_out);
-  m.impl("fmin", fmin_fn);
-  m.impl("fmin.out", fmin_out);
-  m.impl("__lshift__.Tensor", bitwise_left_shift_fn);
-  m.impl("__lshift__.Scalar", bitwise_left_shift_scalar_fn);
-  m.impl("__ilshift__.Tensor", bitwise_left_shift_inplace);
-  m.impl("__ilshift__.Scalar", bitwise_left_shift_scalar_inplace);
-  m.impl("__rshift__.Tensor", bitwise_right_shift_fn);
-  m.impl("__rshift__.Scalar", bitwise_right_shift_scalar_fn);
-  m.impl("__irshift__.Tensor", bitwise_right_shift_inplace);
-  m.impl("__irshift__.Scalar", bitwise_right_shift_scalar_inplace);
+  impl_variants<binary_kernel<Binary::Max>, "maximum">(m, kFunctionalAndOut);
+  impl_variants<binary_kernel<Binary::Min>, "minimum">(m, kFunctionalAndOut);
+  impl_variants<binary_kernel<Binary::FMax>, "fmax">(m, kFunctionalAndOut);
+  impl_variants<binary_kernel<Binary::FMin>, "fmin">(m, kFunctionalAndOut);
+  // Python's shift operators: bitwise_left_shift / bitwise_right_shift under other names.
+  m.impl("__lshift__.Tensor", functional_overload<binary_kernel<Binary::ShiftLeft>, "bitwise_left_shift">);
+  m.impl("__lshift__.Scalar", functional_overload<binary_scalar_kernel<Binary::ShiftLeft>, "bitwise_left_shift">);
+  m.impl("__ilshift__.Tensor", inplace_overload<binary_kernel<Binary::ShiftLeft>, "bitwise_left_shift">);
+  m.impl("__ilshift__.Scalar", inplace_overload<binary_scalar_kernel<Binary::ShiftLeft>, "bitwise_left_shift">);
+  m.impl("__rshift__.Tensor", functional_overload<binary_kernel<Binary::ShiftRight>, "bitwise_right_shift">);
+  m.impl("__rshift__.Scalar", functional_overload<binary_scalar_kernel<Binary::ShiftRight>, "bitwise_right_shift">);
+  m.impl("__irshift__.Tensor", inplace_overload<binary_kernel<Binary::ShiftRight>, "bitwise_right_shift">);
+  m.impl("__irshift__.Scalar", inplace_overload<binary_scalar_kernel<Binary::ShiftRight>, "bitwise_right_shift">);
 
   // clamp, lerp, addcmul/addcdiv, masked_fill
-  m.impl("clamp", clamp_fn);
-  m.impl("clamp_", clamp_inplace);
-  m.impl("clamp.out", clamp_out);
-  m.impl("clamp.Tensor", clamp_t_fn);
-  m.impl("clamp_.Tensor", clamp_t_inplace);
-  m.impl("clamp.Tensor_out", clamp_t_out);
-#define REGISTER_CLAMP_ONE(NAME)                \
-  m.impl(#NAME, NAME##_fn);                     \
-  m.impl(#NAME "_", NAME##_inplace);            \
-  m.impl(#NAME ".out", NAME##_out);             \
-  m.impl(#NAME ".Tensor", NAME##_t_fn);         \
-  m.impl(#NAME "_.Tensor", NAME##_t_inplace);   \
-  m.impl(#NAME ".Tensor_out", NAME##_t_out);
-  REGISTER_CLAMP_ONE(clamp_min)
-  REGISTER_CLAMP_ONE(clamp_max)
-#undef REGISTER_CLAMP_ONE
-  m.impl("lerp.Scalar", lerp_scalar);
-  m.impl("lerp_.Scalar", lerp_scalar_inplace);
-  m.impl("lerp.Scalar_out", lerp_scalar_out);
-  m.impl("lerp.Tensor", lerp_tensor);
-  m.impl("lerp_.Tensor", lerp_tensor_inplace);
-  m.impl("lerp.Tensor_out", lerp_tensor_out);
-  m.impl("addcmul", addcmul_fn);
-  m.impl("addcmul_", addcmul_inplace);
-  m.impl("addcmul.out", addcmul_out);
-  m.impl("addcdiv", addcdiv_fn);
-  m.impl("addcdiv_", addcdiv_inplace);
-  m.impl("addcdiv.out", addcdiv_out);
+  impl_variants<clamp_scalar, "clamp">(m);
+  impl_variants<clamp_tensor, "clamp">(m, kTensorOverloads);
+  impl_variants<clamp_one<true, c10::Scalar>, "clamp_min">(m);
+  impl_variants<clamp_one<true, at::Tensor>, "clamp_min">(m, kTensorOverloads);
+  impl_variants<clamp_one<false, c10::Scalar>, "clamp_max">(m);
+  impl_variants<clamp_one<false, at::Tensor>, "clamp_max">(m, kTensorOverloads);
+  impl_variants<lerp_scalar_kernel, "lerp">(m, kScalarOverloads);
+  impl_variants<lerp_tensor_kernel, "lerp">(m, kTensorOverloads);
+  impl_variants<addc_kernel<false>, "addcmul">(m);
+  impl_variants<addc_kernel<true>, "addcdiv">(m);
   m.impl("masked_fill_.Scalar", masked_fill_scalar);
   m.impl("masked_fill_.Tensor", masked_fill_tensor);
 
   // activations
-#define REGISTER_ACTIVATION(NAME)    \
-  m.impl(#NAME, NAME##_fn);          \
-  m.impl(#NAME "_", NAME##_inplace); \
-  m.impl(#NAME ".out", NAME##_out);
-  REGISTER_ACTIVATION(gelu)
-  REGISTER_ACTIVATION(silu)
-  REGISTER_ACTIVATION(hardtanh)
-  REGISTER_ACTIVATION(leaky_relu)
-  REGISTER_ACTIVATION(elu)
-  REGISTER_ACTIVATION(hardswish)
-  REGISTER_ACTIVATION(hardsigmoid)
-  REGISTER_ACTIVATION(mish)
-  REGISTER_ACTIVATION(logit)
-#undef REGISTER_ACTIVATION
-  m.impl("softplus", softplus_fn);
-  m.impl("softplus.out", softplus_out);
-#define REGISTER_GRADIENT(NAME, OUT) \
-  m.impl(#NAME, NAME##_fn);          \
-  m.impl(#NAME OUT, NAME##_out);
-  REGISTER_GRADIENT(gelu_backward, ".grad_input")
-  REGISTER_GRADIENT(sigmoid_backward, ".grad_input")
-  REGISTER_GRADIENT(tanh_backward, ".grad_input")
-  REGISTER_GRADIENT(hardtanh_backward, ".grad_input")
-  REGISTER_GRADIENT(leaky_relu_backward, ".grad_input")
-  REGISTER_GRADIENT(elu_backward, ".grad_input")
-  REGISTER_GRADIENT(softplus_backward, ".grad_input")
-  REGISTER_GRADIENT(hardswish_backward, ".out")
-  REGISTER_GRADIENT(hardsigmoid_backward, ".grad_input")
-  REGISTER_GRADIENT(logit_backward, ".grad_input")
-#undef REGISTER_GRADIENT
+  impl_variants<activation_kernel<lowering::silu>, "silu">(m);
+  impl_variants<activation_kernel<lowering::leaky_relu, ScalarArg>, "leaky_relu">(m);
+  impl_variants<activation_kernel<lowering::elu, ScalarArg, ScalarArg, ScalarArg>, "elu">(m);
+  impl_variants<activation_kernel<lowering::hardswish>, "hardswish">(m);
+  impl_variants<activation_kernel<lowering::hardsigmoid>, "hardsigmoid">(m);
+  impl_variants<activation_kernel<lowering::mish>, "mish">(m);
+  impl_variants<activation_kernel<lowering::softplus, ScalarArg, ScalarArg>, "softplus">(m, kFunctionalAndOut);
+  impl_variants<logit_kernel, "logit">(m);
+  impl_variants<gelu, "gelu">(m);
+  impl_variants<hardtanh, "hardtanh">(m);
+  constexpr OverloadNames kGradient{"", nullptr, ".grad_input"};
+  impl_variants<gelu_backward, "gelu_backward">(m, kGradient);
+  impl_variants<gradient_kernel<lowering::sigmoid_backward>, "sigmoid_backward">(m, kGradient);
+  impl_variants<gradient_kernel<lowering::tanh_backward>, "tanh_backward">(m, kGradient);
+  impl_variants<gradient_kernel<lowering::hardtanh_backward, ScalarArg, ScalarArg>, "hardtanh_backward">(m, kGradient);
+  impl_variants<leaky_relu_backward, "leaky_relu_backward">(m, kGradient);
+  impl_variants<elu_backward, "elu_backward">(m, kGradient);
+  impl_variants<gradient_kernel<lowering::softplus_backward, ScalarArg, ScalarArg>, "softplus_backward">(m, kGradient);
+  impl_variants<gradient_kernel<lowering::hardswish_backward>, "hardswish_backward">(m, kFunctionalAndOut);
+  impl_variants<gradient_kernel<lowering::hardsigmoid_backward>, "hardsigmoid_backward">(m, kGradient);
+  impl_variants<logit_backward, "logit_backward">(m, kGradient);
   // silu_backward and mish_backward keep ATen's differentiable composites
   // (a tpu kernel would hide them from double backward); only out= is ours.
-  m.impl("silu_backward.grad_input", silu_backward_out);
+  impl_variants<gradient_kernel<lowering::silu_backward>, "silu_backward">(m, {nullptr, nullptr, ".grad_input"});
 
   // where / fill
   m.impl("where.self", where_self);

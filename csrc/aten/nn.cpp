@@ -590,10 +590,6 @@ at::Tensor& bce_logits_out(const at::Tensor& self, const at::Tensor& target, con
 
 // ------------------------------------------------------------ shrink, threshold, glu, log_sigmoid, prelu
 
-std::string variant_name(const char* base, const at::Tensor* out, bool inplace) {
-  return std::string(base) + (inplace ? "_" : out ? ".out" : "");
-}
-
 void check_floating(const char* name, const at::Tensor& t) {
   TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(t.scalar_type()), "\"", name, "\" not implemented for '",
               c10::toString(t.scalar_type()), "'");
@@ -605,7 +601,7 @@ at::Tensor unary_activation(const char* base, const char* kernel, const at::Tens
   check_floating(kernel, self);
   std::vector<at::Tensor> inputs{self};
   for (const c10::Scalar& s : params) inputs.push_back(scalar_operand(s));
-  std::string name = variant_name(base, out, inplace);
+  std::string name = variant(base, out, inplace);
   c10::ScalarType t = self.scalar_type();
   return elementwise(name.c_str(), inputs, lowering::opmath_type(t), t, build, out, inplace);
 }

@@ -21,6 +21,10 @@ namespace tpu::aten {
 
 ir::Shape to_shape(c10::IntArrayRef sizes) { return ir::Shape(sizes.begin(), sizes.end()); }
 
+std::string variant(const char* op, const at::Tensor* out, bool inplace) {
+  return std::string(op) + (inplace ? "_" : out != nullptr ? ".out" : "");
+}
+
 at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArrayRef shape,
                           c10::ScalarType dtype, c10::Device device, bool inplace) {
   if (out == nullptr) return at::empty(shape, at::TensorOptions().dtype(dtype).device(device));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <torch/library.h>
 #include <c10/util/SmallVector.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -126,6 +128,32 @@ template <auto kKernel, OpName kName>
 constexpr auto out_overload = detail::Overloads<kKernel, kName>::out;
 template <auto kKernel, OpName kName>
 constexpr auto inplace_overload = detail::InplaceOverload<kKernel, kName>::call;
+
+// ATen's name of an overload of `op`: "op", "op_" (in-place) or "op.out".
+std::string variant(const char* op, const at::Tensor* out, bool inplace);
+inline std::string variant(const Overload& o) { return variant(o.name, o.out, o.inplace); }
+
+// The names of an op's functional, in-place and out= overloads after its base
+// name, as ATen spells them; nullptr where ATen has no such overload.
+struct OverloadNames {
+  const char* functional = "";
+  const char* inplace = "_";
+  const char* out = ".out";
+};
+inline constexpr OverloadNames kTensorOverloads{".Tensor", "_.Tensor", ".Tensor_out"};
+inline constexpr OverloadNames kScalarOverloads{".Scalar", "_.Scalar", ".Scalar_out"};
+inline constexpr OverloadNames kFunctionalAndOut{"", nullptr, ".out"};
+
+// Registers the overloads of op kName made from one kernel (at::Tensor
+// kernel(Overload, Args...)); the kernel sees kName as o.name, and o.out /
+// o.inplace tell which overload runs.
+template <auto kKernel, OpName kName>
+void impl_variants(torch::Library& m, OverloadNames names = {}) {
+  const std::string base = kName.chars;
+  if (names.functional) m.impl((base + names.functional).c_str(), functional_overload<kKernel, kName>);
+  if (names.inplace) m.impl((base + names.inplace).c_str(), inplace_overload<kKernel, kName>);
+  if (names.out) m.impl((base + names.out).c_str(), out_overload<kKernel, kName>);
+}
 
 // The result tensor of an op: `out` (in-place: shape must match; out=: resized
 // as ATen does) or a fresh tensor of `shape` and `dtype` on `device`.

@@ -20,6 +20,19 @@ Value div(ir::Graph& g, Value a, Value b) { return ir::binary(g, ir::Op::Divide,
 Value full_like(ir::Graph& g, Value x, double v) { return ir::full(g, g.type(x).dtype, v, g.type(x).shape); }
 Value acc_of(ir::Graph& g, Value x) { return ir::convert(g, x, accumulate_dtype(g.type(x).dtype)); }
 
+// x in its accumulation dtype, with that dtype and the shape: where most
+// normalisation and loss formulas start. The shape is a copy, because a
+// reference into the graph would dangle once the formula adds nodes.
+struct Widened {
+  Value value;
+  DType dtype;
+  ir::Shape shape;
+};
+Widened widened(ir::Graph& g, Value x) {
+  Value xa = acc_of(g, x);
+  return {xa, g.type(xa).dtype, g.type(xa).shape};
+}
+
 ir::Dims dims_from(int64_t first, int64_t rank) {
   ir::Dims d;
   for (int64_t i = first; i < rank; ++i) d.push_back(i);
@@ -163,9 +176,7 @@ Value inverse_std(ir::Graph& g, Value var, double eps) {
 
 Value batch_norm_eval(ir::Graph& g, Value x, OptValue weight, OptValue bias, Value mean, Value var, double eps,
                       DType result) {
-  Value xa = acc_of(g, x);
-  DType acc = g.type(xa).dtype;
-  const ir::Shape shape = g.type(xa).shape;
+  auto [xa, acc, shape] = widened(g, x);
   Value invstd = inverse_std(g, var, eps);
   Value out = mul(g, sub(g, xa, channel(g, mean, shape, acc)), channel(g, invstd, shape, acc));
   if (weight) out = mul(g, out, channel(g, *weight, shape, acc));
@@ -175,9 +186,7 @@ Value batch_norm_eval(ir::Graph& g, Value x, OptValue weight, OptValue bias, Val
 
 NormGrads layer_norm_backward(ir::Graph& g, Value grad, Value x, int64_t axis, Value mean, Value rstd,
                               OptValue weight, std::array<bool, 3> mask, DType result, DType param_result) {
-  Value xa = acc_of(g, x);
-  DType acc = g.type(xa).dtype;
-  const ir::Shape shape = g.type(xa).shape;
+  auto [xa, acc, shape] = widened(g, x);
   int64_t rank = static_cast<int64_t>(shape.size());
   ir::Dims dims = dims_from(axis, rank), batch = dims_from(0, axis);
   ir::Shape stat_shape = reduced_shape(shape, dims, false);
@@ -195,9 +204,7 @@ NormGrads layer_norm_backward(ir::Graph& g, Value grad, Value x, int64_t axis, V
 NormGrads group_norm_backward(ir::Graph& g, Value grad, Value x, Value mean, Value rstd, OptValue weight,
                               int64_t groups, std::array<bool, 3> mask, DType result, DType param_result) {
   // Viewed as [N, groups, C / groups, HxW]: statistics per (n, group) over the last two dims.
-  Value xa = acc_of(g, x);
-  DType acc = g.type(xa).dtype;
-  const ir::Shape shape = g.type(xa).shape;
+  auto [xa, acc, shape] = widened(g, x);
   int64_t n = shape[0], c = shape[1];
   ir::Shape grouped{n, groups, c / groups, ir::numel(shape) / (n * c)};
   ir::Dims stats{2, 3}, per_channel{0, 3};
@@ -221,9 +228,7 @@ NormGrads group_norm_backward(ir::Graph& g, Value grad, Value x, Value mean, Val
 
 NormGrads batch_norm_backward(ir::Graph& g, Value grad, Value x, OptValue weight, Value mean, Value invstd,
                               bool train, std::array<bool, 3> mask, DType result, DType param_result) {
-  Value xa = acc_of(g, x);
-  DType acc = g.type(xa).dtype;
-  const ir::Shape shape = g.type(xa).shape;
+  auto [xa, acc, shape] = widened(g, x);
   ir::Dims dims = dims_except(1, static_cast<int64_t>(shape.size()));
   Value invstd_full = channel(g, invstd, shape, acc);
   Value x_hat = mul(g, sub(g, xa, channel(g, mean, shape, acc)), invstd_full);
@@ -296,9 +301,7 @@ Picked pick(ir::Graph& g, const ir::Shape& shape, Value target, OptValue weight,
 
 NllForward nll_loss(ir::Graph& g, Value input, Value target, OptValue weight, Reduction reduction,
                     int64_t ignore_index, DType result) {
-  Value xa = acc_of(g, input);
-  DType acc = g.type(xa).dtype;
-  const ir::Shape shape = g.type(xa).shape;
+  auto [xa, acc, shape] = widened(g, input);
   Picked p = pick(g, shape, target, weight, ignore_index, acc);
   // A select, not a product with the one-hot: other classes may hold -inf.
   Value x_t = sum(g, ir::select(g, p.onehot, xa, full_like(g, xa, 0)), {p.class_dim}, false, acc, acc);
@@ -345,9 +348,7 @@ Value mse_loss(ir::Graph& g, Value x, Value target, Reduction reduction, DType r
 }
 
 Value mse_loss_backward(ir::Graph& g, Value grad, Value x, Value target, Reduction reduction, DType result) {
-  Value xa = acc_of(g, x);
-  DType acc = g.type(xa).dtype;
-  const ir::Shape& shape = g.type(xa).shape;
+  auto [xa, acc, shape] = widened(g, x);
   double norm = reduction == Reduction::Mean ? 2.0 / static_cast<double>(ir::numel(shape)) : 2.0;
   Value d = sub(g, xa, ir::convert(g, target, acc));
   Value ga = ir::broadcast_to(g, ir::convert(g, grad, acc), shape);
@@ -370,9 +371,7 @@ Value binary_cross_entropy(ir::Graph& g, Value x, Value target, OptValue weight,
 
 Value binary_cross_entropy_backward(ir::Graph& g, Value grad, Value x, Value target, OptValue weight,
                                     Reduction reduction, DType result) {
-  Value xa = acc_of(g, x);
-  DType acc = g.type(xa).dtype;
-  const ir::Shape& shape = g.type(xa).shape;
+  auto [xa, acc, shape] = widened(g, x);
   Value t = ir::convert(g, target, acc);
   Value one = full_like(g, xa, 1);
   Value denom = ir::binary(g, ir::Op::Maximum, mul(g, sub(g, one, xa), xa), full_like(g, xa, 1e-12));
@@ -498,48 +497,70 @@ Value loss_grad(ir::Graph& g, Value grad, Value like, Reduction reduction) {
 
 }  // namespace
 
-Value huber_loss(ir::Graph& g, Value x, Value target, Reduction reduction, double delta, DType result) {
+namespace {
+
+// x - target, in x's accumulation dtype.
+Value widened_difference(ir::Graph& g, Value x, Value target) {
   Value xa = acc_of(g, x);
-  Value z = ir::unary(g, ir::Op::Abs, sub(g, xa, ir::convert(g, target, g.type(xa).dtype)));
-  Value quad = mul(g, mul(g, full_like(g, z, 0.5), z), z);
-  Value lin = mul(g, full_like(g, z, delta), sub(g, z, full_like(g, z, 0.5 * delta)));
-  Value loss = ir::select(g, cmp(g, z, full_like(g, z, delta), ir::Compare::LT), quad, lin);
-  return ir::convert(g, reduce_loss(g, loss, reduction), result);
+  return sub(g, xa, ir::convert(g, target, g.type(xa).dtype));
+}
+
+// The gradient of a loss that is quadratic for |d| < bound and linear beyond:
+// `inside` within the bound, +tail above it, -tail below it.
+Value with_linear_tails(ir::Graph& g, Value d, Value bound, Value tail, Value inside) {
+  Value r = ir::select(g, cmp(g, d, bound, ir::Compare::GE), tail, inside);
+  return ir::select(g, cmp(g, d, neg(g, bound), ir::Compare::LE), neg(g, tail), r);
+}
+
+// Huber's loss (scaled = false) and smooth L1 (scaled = true: Huber's divided
+// by the bound, and plain |x - target| at bound 0): quadratic below the bound,
+// linear above it. Each is evaluated as ATen writes it, so results match bit for bit.
+Value quadratic_then_linear(ir::Graph& g, Value x, Value target, Reduction reduction, double bound, bool scaled) {
+  Value z = ir::unary(g, ir::Op::Abs, widened_difference(g, x, target));
+  Value loss = z;
+  if (!scaled || bound > 0) {
+    Value quad = mul(g, mul(g, full_like(g, z, 0.5), z), z);
+    Value lin = sub(g, z, full_like(g, z, 0.5 * bound));
+    if (scaled)
+      quad = div(g, quad, full_like(g, z, bound));
+    else
+      lin = mul(g, full_like(g, z, bound), lin);
+    loss = ir::select(g, cmp(g, z, full_like(g, z, bound), ir::Compare::LT), quad, lin);
+  }
+  return reduce_loss(g, loss, reduction);
+}
+
+Value quadratic_then_linear_backward(ir::Graph& g, Value grad, Value x, Value target, Reduction reduction,
+                                     double bound, bool scaled) {
+  Value d = widened_difference(g, x, target);
+  Value ga = loss_grad(g, grad, d, reduction);
+  Value b = full_like(g, d, bound);
+  Value inside = mul(g, d, ga), tail = ga;
+  if (scaled)
+    inside = bound > 0 ? div(g, inside, b) : zeros_like(g, d);
+  else
+    tail = mul(g, ga, b);
+  return with_linear_tails(g, d, b, tail, inside);
+}
+
+}  // namespace
+
+Value huber_loss(ir::Graph& g, Value x, Value target, Reduction reduction, double delta, DType result) {
+  return ir::convert(g, quadratic_then_linear(g, x, target, reduction, delta, false), result);
 }
 
 Value huber_loss_backward(ir::Graph& g, Value grad, Value x, Value target, Reduction reduction, double delta,
                           DType result) {
-  Value xa = acc_of(g, x);
-  Value d = sub(g, xa, ir::convert(g, target, g.type(xa).dtype));
-  Value ga = loss_grad(g, grad, d, reduction);
-  Value dl = full_like(g, d, delta);
-  Value r = ir::select(g, cmp(g, d, dl, ir::Compare::GE), mul(g, ga, dl), mul(g, d, ga));
-  r = ir::select(g, cmp(g, d, neg(g, dl), ir::Compare::LE), neg(g, mul(g, ga, dl)), r);
-  return ir::convert(g, r, result);
+  return ir::convert(g, quadratic_then_linear_backward(g, grad, x, target, reduction, delta, false), result);
 }
 
 Value smooth_l1_loss(ir::Graph& g, Value x, Value target, Reduction reduction, double beta, DType result) {
-  Value xa = acc_of(g, x);
-  Value z = ir::unary(g, ir::Op::Abs, sub(g, xa, ir::convert(g, target, g.type(xa).dtype)));
-  Value loss = z;
-  if (beta > 0) {
-    Value quad = div(g, mul(g, mul(g, full_like(g, z, 0.5), z), z), full_like(g, z, beta));
-    loss = ir::select(g, cmp(g, z, full_like(g, z, beta), ir::Compare::LT), quad,
-                      sub(g, z, full_like(g, z, 0.5 * beta)));
-  }
-  return ir::convert(g, reduce_loss(g, loss, reduction), result);
+  return ir::convert(g, quadratic_then_linear(g, x, target, reduction, beta, true), result);
 }
 
 Value smooth_l1_loss_backward(ir::Graph& g, Value grad, Value x, Value target, Reduction reduction, double beta,
                               DType result) {
-  Value xa = acc_of(g, x);
-  Value d = sub(g, xa, ir::convert(g, target, g.type(xa).dtype));
-  Value ga = loss_grad(g, grad, d, reduction);
-  Value b = full_like(g, d, beta);
-  Value r = beta > 0 ? div(g, mul(g, d, ga), b) : zeros_like(g, d);
-  r = ir::select(g, cmp(g, d, b, ir::Compare::GE), ga, r);
-  r = ir::select(g, cmp(g, d, neg(g, b), ir::Compare::LE), neg(g, ga), r);
-  return ir::convert(g, r, result);
+  return ir::convert(g, quadratic_then_linear_backward(g, grad, x, target, reduction, beta, true), result);
 }
 
 namespace {
@@ -586,9 +607,7 @@ Value sample_grad(ir::Graph& g, Value grad, const ir::Shape& shape, Reduction re
 
 Value multi_margin_loss(ir::Graph& g, Value x, Value target, int64_t p, double margin, OptValue weight,
                         Reduction reduction, DType result) {
-  Value xa = acc_of(g, x);
-  DType acc = g.type(xa).dtype;
-  const ir::Shape shape = g.type(xa).shape;
+  auto [xa, acc, shape] = widened(g, x);
   MarginTerms m = margin_terms(g, xa, target, margin, weight);
   Value h = p == 1 ? m.z : mul(g, m.z, m.z);
   h = ir::select(g, m.active, h, full_like(g, h, 0));
@@ -599,9 +618,7 @@ Value multi_margin_loss(ir::Graph& g, Value x, Value target, int64_t p, double m
 
 Value multi_margin_loss_backward(ir::Graph& g, Value grad, Value x, Value target, int64_t p, double margin,
                                  OptValue weight, Reduction reduction, DType result) {
-  Value xa = acc_of(g, x);
-  DType acc = g.type(xa).dtype;
-  const ir::Shape shape = g.type(xa).shape;
+  auto [xa, acc, shape] = widened(g, x);
   MarginTerms m = margin_terms(g, xa, target, margin, weight);
   Value coef = p == 1 ? full_like(g, m.z, 1) : mul(g, full_like(g, m.z, 2), m.z);
   coef = ir::select(g, m.active, coef, full_like(g, coef, 0));
@@ -650,9 +667,7 @@ MultilabelTerms multilabel_terms(ir::Graph& g, Value xa, Value target) {
 }  // namespace
 
 MultilabelForward multilabel_margin_loss(ir::Graph& g, Value x, Value target, Reduction reduction, DType result) {
-  Value xa = acc_of(g, x);
-  DType acc = g.type(xa).dtype;
-  const ir::Shape shape = g.type(xa).shape;
+  auto [xa, acc, shape] = widened(g, x);
   MultilabelTerms m = multilabel_terms(g, xa, target);
   Value h = ir::select(g, m.active, m.z, full_like(g, m.z, 0));
   Value loss = div(g, sum(g, h, {1, 2}, false, acc, acc), ir::full(g, acc, static_cast<double>(shape[1]), {shape[0]}));
@@ -661,9 +676,7 @@ MultilabelForward multilabel_margin_loss(ir::Graph& g, Value x, Value target, Re
 
 Value multilabel_margin_loss_backward(ir::Graph& g, Value grad, Value x, Value target, Reduction reduction,
                                       DType result) {
-  Value xa = acc_of(g, x);
-  DType acc = g.type(xa).dtype;
-  const ir::Shape shape = g.type(xa).shape;
+  auto [xa, acc, shape] = widened(g, x);
   MultilabelTerms m = multilabel_terms(g, xa, target);
   const ir::Shape cube = g.type(m.z).shape;
   Value one = ir::convert(g, m.active, acc);

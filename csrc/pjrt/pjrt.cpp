@@ -231,21 +231,22 @@ std::unique_ptr<Event> Buffer::ready_event() const {
 
 // ---------------------------------------------------------------- Executable
 
-Executable::Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe)
-    : PluginObject(std::move(plugin), exe) {
-  read_num_outputs();
-}
+namespace {
 
-void Executable::read_num_outputs() {
-  const PJRT_Api* api = plugin_->api();
+size_t output_count(const PJRT_Api* api, PJRT_LoadedExecutable* loaded) {
   PJRT_Executable_NumOutputs_Args num{};
   num.struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE;
-  with_executable(api, handle_, "PJRT_Executable_NumOutputs", [&](PJRT_Executable* executable) {
+  with_executable(api, loaded, "PJRT_Executable_NumOutputs", [&](PJRT_Executable* executable) {
     num.executable = executable;
     return api->PJRT_Executable_NumOutputs(&num);
   });
-  num_outputs_ = num.num_outputs;
+  return num.num_outputs;
 }
+
+}  // namespace
+
+Executable::Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe)
+    : PluginObject(std::move(plugin), exe), num_outputs_(output_count(plugin_->api(), exe)) {}
 
 void release(const PJRT_Api* api, PJRT_LoadedExecutable* executable) {
   PJRT_LoadedExecutable_Destroy_Args args{};

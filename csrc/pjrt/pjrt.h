@@ -116,8 +116,7 @@ class Executable : public PluginObject<PJRT_LoadedExecutable> {
   std::string serialize() const;
 
  private:
-  void read_num_outputs();
-  size_t num_outputs_ = 0;
+  const size_t num_outputs_;
 };
 
 struct DeviceInfo {
