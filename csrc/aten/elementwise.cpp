@@ -546,7 +546,8 @@ at::Tensor activation(const char* op_name, std::vector<at::Tensor> tensors, cons
 template <auto kLowering, size_t kArity>
 Build lowering_build() {
   return [](ir::Graph& g, const std::vector<ir::Value>& v) {
-    return [&]<size_t... I>(std::index_sequence<I...>) { return kLowering(g, v[I]...); }(std::make_index_sequence<kArity>{});
+    auto apply = [&]<size_t... I>(std::index_sequence<I...>) { return kLowering(g, v[I]...); };
+    return apply(std::make_index_sequence<kArity>{});
   };
 }
 

@@ -59,12 +59,10 @@ at::Tensor c2c(Overload o, const at::Tensor& self, c10::SymIntArrayRef dim_sym, 
   check_floating("_fft_c2c", self, true);
   std::vector<int64_t> dims = fft_dims(o.name, self, C10_AS_INTARRAYREF_SLOW(dim_sym));
   auto norm = norm_of(normalization);
-  return run_fft(o.name, self, self.sizes(), self.scalar_type(), o.out, [&](ir::Graph& g, ir::Value x) {
+  return run_fft(variant(o).c_str(), self, self.sizes(), self.scalar_type(), o.out, [&](ir::Graph& g, ir::Value x) {
     return lowering::fft_c2c(g, x, dims, norm, forward);
   });
 }
-constexpr auto fft_c2c = functional_overload<c2c, "_fft_c2c">;
-constexpr auto fft_c2c_out = out_overload<c2c, "_fft_c2c.out">;
 
 at::Tensor r2c(Overload o, const at::Tensor& self, c10::IntArrayRef dim, int64_t normalization, bool onesided) {
   check_floating("_fft_r2c", self, false);
@@ -72,12 +70,11 @@ at::Tensor r2c(Overload o, const at::Tensor& self, c10::IntArrayRef dim, int64_t
   auto norm = norm_of(normalization);
   std::vector<int64_t> shape = self.sizes().vec();
   if (onesided) shape[dims.back()] = shape[dims.back()] / 2 + 1;
-  return run_fft(o.name, self, shape, c10::toComplexType(self.scalar_type()), o.out, [&](ir::Graph& g, ir::Value x) {
+  c10::ScalarType result = c10::toComplexType(self.scalar_type());
+  return run_fft(variant(o).c_str(), self, shape, result, o.out, [&](ir::Graph& g, ir::Value x) {
     return lowering::fft_r2c(g, x, dims, norm, onesided);
   });
 }
-constexpr auto fft_r2c = functional_overload<r2c, "_fft_r2c">;
-constexpr auto fft_r2c_out = out_overload<r2c, "_fft_r2c.out">;
 
 at::Tensor c2r(Overload o, const at::Tensor& self, c10::IntArrayRef dim, int64_t normalization,
                c10::SymInt last_sym) {
@@ -88,12 +85,11 @@ at::Tensor c2r(Overload o, const at::Tensor& self, c10::IntArrayRef dim, int64_t
   auto norm = norm_of(normalization);
   std::vector<int64_t> shape = self.sizes().vec();
   shape[dims.back()] = last_dim_size;
-  return run_fft(o.name, self, shape, c10::toRealValueType(self.scalar_type()), o.out, [&](ir::Graph& g, ir::Value x) {
+  c10::ScalarType result = c10::toRealValueType(self.scalar_type());
+  return run_fft(variant(o).c_str(), self, shape, result, o.out, [&](ir::Graph& g, ir::Value x) {
     return lowering::fft_c2r(g, x, dims, norm, last_dim_size);
   });
 }
-constexpr auto fft_c2r = functional_overload<c2r, "_fft_c2r">;
-constexpr auto fft_c2r_out = out_overload<c2r, "_fft_c2r.out">;
 
 // The gradient of x.unfold(dim, size, step) (stft frames its signal with
 // unfold): every window element adds into the input position it came from.
@@ -146,12 +142,9 @@ at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_fft_c2c", fft_c2c);
-  m.impl("_fft_c2c.out", fft_c2c_out);
-  m.impl("_fft_r2c", fft_r2c);
-  m.impl("_fft_r2c.out", fft_r2c_out);
-  m.impl("_fft_c2r", fft_c2r);
-  m.impl("_fft_c2r.out", fft_c2r_out);
+  impl_variants<c2c, "_fft_c2c">(m, kFunctionalAndOut);
+  impl_variants<r2c, "_fft_r2c">(m, kFunctionalAndOut);
+  impl_variants<c2r, "_fft_c2r">(m, kFunctionalAndOut);
   m.impl("unfold_backward", unfold_backward);
 }
 

@@ -117,23 +117,22 @@ ir::DType compute_dtype(const at::Tensor& t) { return lowering::to_ir(lowering::
 // `build` gives its [b, rows, cols] value in the compute dtype (not called
 // when the result is empty).
 template <typename Build>
-at::Tensor run_cdist(const char* name, const char* out_name, const at::Tensor& x1, const CdistShapes& s, int64_t cols,
-                     at::Tensor* out, Build build) {
+at::Tensor run_cdist(Overload o, const at::Tensor& x1, const CdistShapes& s, int64_t cols, Build build) {
   c10::DimVector shape = s.batch;
   shape.push_back(s.r1);
   shape.push_back(cols);
   c10::DeviceGuard guard(x1.device());
-  at::Tensor result = prepare_output(name, out, shape, x1.scalar_type(), x1.device(), false);
+  at::Tensor result = prepare_output(o.name, o.out, shape, x1.scalar_type(), x1.device(), false);
   if (result.numel() == 0) return result;
-  Program prog(out != nullptr ? out_name : name, x1.device());
+  Program prog(variant(o).c_str(), x1.device());
   ir::Value r = build(prog, compute_dtype(x1));
   prog.write(result, ir::reshape(prog.graph(), r, to_shape(result.sizes())));
   prog.run();
   return result;
 }
 
-at::Tensor cdist_forward_op(const at::Tensor& x1, const at::Tensor& x2, double p, std::optional<int64_t> compute_mode,
-                            at::Tensor* out) {
+at::Tensor cdist_forward(Overload o, const at::Tensor& x1, const at::Tensor& x2, double p,
+                         std::optional<int64_t> compute_mode) {
   check_distance_dtypes("cdist", x1, x2);
   TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
   TORCH_CHECK(x1.dim() >= 2, "cdist only supports at least 2D tensors, X1 got: ", x1.dim(), "D");
@@ -143,7 +142,7 @@ at::Tensor cdist_forward_op(const at::Tensor& x1, const at::Tensor& x2, double p
   int64_t mode = compute_mode.value_or(0);
   TORCH_CHECK(mode >= 0 && mode <= 2, "possible modes: 0, 1, 2, but was: ", mode);
   CdistShapes s = cdist_shapes(x1, x2);
-  return run_cdist("_cdist_forward", "_cdist_forward.out", x1, s, s.r2, out, [&](Program& prog, ir::DType dt) {
+  return run_cdist(o, x1, s, s.r2, [&](Program& prog, ir::DType dt) {
     ir::Graph& g = prog.graph();
     if (s.m == 0) return ir::full(g, dt, 0, {s.b, s.r1, s.r2});
     ir::Value a = read_batched(prog, x1, s, s.r1, dt), b = read_batched(prog, x2, s, s.r2, dt);
@@ -152,22 +151,14 @@ at::Tensor cdist_forward_op(const at::Tensor& x1, const at::Tensor& x2, double p
     return mm ? lowering::cdist_euclidean_mm(g, a, b) : lowering::cdist(g, a, b, p);
   });
 }
-at::Tensor cdist_forward(const at::Tensor& x1, const at::Tensor& x2, double p, std::optional<int64_t> mode) {
-  return cdist_forward_op(x1, x2, p, mode, nullptr);
-}
-at::Tensor& cdist_forward_out(const at::Tensor& x1, const at::Tensor& x2, double p, std::optional<int64_t> mode,
-                              at::Tensor& out) {
-  cdist_forward_op(x1, x2, p, mode, &out);
-  return out;
-}
 
 // Gradient of x1 only (autograd gets x2's by swapping the operands); shaped
 // like x1 expanded to the broadcast batch.
-at::Tensor cdist_backward_op(const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, double p,
-                             const at::Tensor& dist, at::Tensor* out) {
+at::Tensor cdist_backward(Overload o, const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, double p,
+                          const at::Tensor& dist) {
   check_distance_dtypes("cdist", x1, x2);
   CdistShapes s = cdist_shapes(x1, x2);
-  return run_cdist("_cdist_backward", "_cdist_backward.out", x1, s, s.m, out, [&](Program& prog, ir::DType dt) {
+  return run_cdist(o, x1, s, s.m, [&](Program& prog, ir::DType dt) {
     ir::Graph& g = prog.graph();
     if (s.r2 == 0 || p == 0) return ir::full(g, dt, 0, {s.b, s.r1, s.m});
     ir::Shape pr{s.b, s.r1, s.r2};
@@ -181,15 +172,6 @@ at::Tensor cdist_backward_op(const at::Tensor& grad, const at::Tensor& x1, const
                                     read_batched(prog, x2, s, s.r2, dt), p, read_pr(dist));
   });
 }
-at::Tensor cdist_backward(const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, double p,
-                          const at::Tensor& dist) {
-  return cdist_backward_op(grad, x1, x2, p, dist, nullptr);
-}
-at::Tensor& cdist_backward_out(const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, double p,
-                               const at::Tensor& dist, at::Tensor& out) {
-  cdist_backward_op(grad, x1, x2, p, dist, &out);
-  return out;
-}
 
 void check_pdist(const at::Tensor& self, double p) {
   TORCH_CHECK(self.dim() == 2, "pdist only supports 2D tensors, got: ", self.dim(), "D");
@@ -197,14 +179,14 @@ void check_pdist(const at::Tensor& self, double p) {
   TORCH_CHECK(p >= 0, "pdist only supports non-negative p values");
 }
 
-at::Tensor pdist_forward_op(const at::Tensor& self, double p, at::Tensor* out) {
+at::Tensor pdist_forward(Overload o, const at::Tensor& self, double p) {
   check_pdist(self, p);
   int64_t n = self.size(0), m = self.size(1);
   int64_t k = n > 1 ? n * (n - 1) / 2 : 0;
   c10::DeviceGuard guard(self.device());
-  at::Tensor result = prepare_output("_pdist_forward", out, {k}, self.scalar_type(), self.device(), false);
+  at::Tensor result = prepare_output(o.name, o.out, {k}, self.scalar_type(), self.device(), false);
   if (k == 0) return result;
-  Program prog(out != nullptr ? "_pdist_forward.out" : "_pdist_forward", self.device());
+  Program prog(variant(o).c_str(), self.device());
   ir::Graph& g = prog.graph();
   ir::DType dt = compute_dtype(self);
   ir::Value r = m == 0 ? ir::full(g, dt, 0, {k}) : lowering::pdist(g, ir::convert(g, prog.read(self), dt), p);
@@ -212,20 +194,15 @@ at::Tensor pdist_forward_op(const at::Tensor& self, double p, at::Tensor* out) {
   prog.run();
   return result;
 }
-at::Tensor pdist_forward(const at::Tensor& self, double p) { return pdist_forward_op(self, p, nullptr); }
-at::Tensor& pdist_forward_out(const at::Tensor& self, double p, at::Tensor& out) {
-  pdist_forward_op(self, p, &out);
-  return out;
-}
 
-at::Tensor pdist_backward_op(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& dist,
-                             at::Tensor* out) {
+at::Tensor pdist_backward(Overload o, const at::Tensor& grad, const at::Tensor& self, double p,
+                          const at::Tensor& dist) {
   check_pdist(self, p);
   int64_t n = self.size(0), m = self.size(1);
   c10::DeviceGuard guard(self.device());
-  at::Tensor result = prepare_output("_pdist_backward", out, self.sizes(), self.scalar_type(), self.device(), false);
+  at::Tensor result = prepare_output(o.name, o.out, self.sizes(), self.scalar_type(), self.device(), false);
   if (result.numel() == 0) return result;
-  Program prog(out != nullptr ? "_pdist_backward.out" : "_pdist_backward", self.device());
+  Program prog(variant(o).c_str(), self.device());
   ir::Graph& g = prog.graph();
   ir::DType dt = compute_dtype(self);
   ir::Value r;
@@ -239,14 +216,6 @@ at::Tensor pdist_backward_op(const at::Tensor& grad, const at::Tensor& self, dou
   prog.write(result, r);
   prog.run();
   return result;
-}
-at::Tensor pdist_backward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& dist) {
-  return pdist_backward_op(grad, self, p, dist, nullptr);
-}
-at::Tensor& pdist_backward_out(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& dist,
-                               at::Tensor& out) {
-  pdist_backward_op(grad, self, p, dist, &out);
-  return out;
 }
 
 // ------------------------------------------------------------ segment_reduce
@@ -333,9 +302,9 @@ std::optional<ir::Value> initial_value(Program& prog, const std::optional<c10::S
   return prog.scalar(*initial, lowering::to_ir(data.scalar_type()));
 }
 
-at::Tensor segment_reduce_op(const at::Tensor& data, c10::string_view reduce, const OptTensor& lengths,
-                             const OptTensor& indices, const OptTensor& offsets, int64_t axis, bool unsafe,
-                             const std::optional<c10::Scalar>& initial, at::Tensor* out) {
+at::Tensor segment_reduce(Overload o, const at::Tensor& data, c10::string_view reduce, const OptTensor& lengths,
+                          const OptTensor& indices, const OptTensor& offsets, int64_t axis, bool unsafe,
+                          const std::optional<c10::Scalar>& initial) {
   TORCH_CHECK(!indices.has_value() || !indices->defined(),
               "segment_reduce(): indices based reduction is not supported yet.");
   lowering::SegmentReduce kind = segment_kind(reduce);
@@ -345,10 +314,10 @@ at::Tensor segment_reduce_op(const at::Tensor& data, c10::string_view reduce, co
   c10::DimVector shape(data.sizes().begin(), data.sizes().end());
   shape[sp.axis] = sp.s;
   c10::DeviceGuard guard(data.device());
-  at::Tensor result = prepare_output("segment_reduce", out, shape, data.scalar_type(), data.device(), false);
+  at::Tensor result = prepare_output(o.name, o.out, shape, data.scalar_type(), data.device(), false);
   if (result.numel() == 0) return result;
   if (!unsafe) check_segments(sp, data.device().index());
-  Program prog(out != nullptr ? "segment_reduce.out" : "segment_reduce", data.device());
+  Program prog(variant(o).c_str(), data.device());
   ir::Graph& g = prog.graph();
   ir::Value x = ir::reshape(g, prog.read(data), {sp.b, sp.l, sp.i});
   ir::Value r = lowering::segment_reduce(g, x, segment_offsets(prog, sp), kind, initial_value(prog, initial, data));
@@ -356,28 +325,16 @@ at::Tensor segment_reduce_op(const at::Tensor& data, c10::string_view reduce, co
   prog.run();
   return result;
 }
-at::Tensor segment_reduce(const at::Tensor& data, c10::string_view reduce, const OptTensor& lengths,
-                          const OptTensor& indices, const OptTensor& offsets, int64_t axis, bool unsafe,
-                          const std::optional<c10::Scalar>& initial) {
-  return segment_reduce_op(data, reduce, lengths, indices, offsets, axis, unsafe, initial, nullptr);
-}
-at::Tensor& segment_reduce_out(const at::Tensor& data, c10::string_view reduce, const OptTensor& lengths,
-                               const OptTensor& indices, const OptTensor& offsets, int64_t axis, bool unsafe,
-                               const std::optional<c10::Scalar>& initial, at::Tensor& out) {
-  segment_reduce_op(data, reduce, lengths, indices, offsets, axis, unsafe, initial, &out);
-  return out;
-}
 
-at::Tensor segment_reduce_backward_op(const at::Tensor& grad, const at::Tensor& output, const at::Tensor& data,
-                                      c10::string_view reduce, const OptTensor& lengths, const OptTensor& offsets,
-                                      int64_t axis, const std::optional<c10::Scalar>& initial, at::Tensor* out) {
+at::Tensor segment_reduce_backward(Overload o, const at::Tensor& grad, const at::Tensor& output, const at::Tensor& data,
+                                   c10::string_view reduce, const OptTensor& lengths, const OptTensor& offsets,
+                                   int64_t axis, const std::optional<c10::Scalar>& initial) {
   lowering::SegmentReduce kind = segment_kind(reduce);
   SegmentProblem sp = segment_problem(data, lengths, offsets, axis);
   c10::DeviceGuard guard(data.device());
-  at::Tensor result = prepare_output("_segment_reduce_backward", out, data.sizes(), data.scalar_type(),
-                                     data.device(), false);
+  at::Tensor result = prepare_output(o.name, o.out, data.sizes(), data.scalar_type(), data.device(), false);
   if (result.numel() == 0) return result;
-  Program prog(out != nullptr ? "_segment_reduce_backward.out" : "_segment_reduce_backward", data.device());
+  Program prog(variant(o).c_str(), data.device());
   ir::Graph& g = prog.graph();
   ir::Value r;
   if (sp.s == 0) {
@@ -390,17 +347,6 @@ at::Tensor segment_reduce_backward_op(const at::Tensor& grad, const at::Tensor& 
   prog.write(result, ir::reshape(g, r, to_shape(result.sizes())));
   prog.run();
   return result;
-}
-at::Tensor segment_reduce_backward(const at::Tensor& grad, const at::Tensor& output, const at::Tensor& data,
-                                   c10::string_view reduce, const OptTensor& lengths, const OptTensor& offsets,
-                                   int64_t axis, const std::optional<c10::Scalar>& initial) {
-  return segment_reduce_backward_op(grad, output, data, reduce, lengths, offsets, axis, initial, nullptr);
-}
-at::Tensor& segment_reduce_backward_out(const at::Tensor& grad, const at::Tensor& output, const at::Tensor& data,
-                                        c10::string_view reduce, const OptTensor& lengths, const OptTensor& offsets,
-                                        int64_t axis, const std::optional<c10::Scalar>& initial, at::Tensor& out) {
-  segment_reduce_backward_op(grad, output, data, reduce, lengths, offsets, axis, initial, &out);
-  return out;
 }
 
 // ------------------------------------------------------------ hash_tensor
@@ -456,18 +402,12 @@ at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool ke
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logspace.out", logspace_out);
   m.impl("hash_tensor.out", hash_tensor_out);
-  m.impl("_cdist_forward", cdist_forward);
-  m.impl("_cdist_forward.out", cdist_forward_out);
-  m.impl("_cdist_backward", cdist_backward);
-  m.impl("_cdist_backward.out", cdist_backward_out);
-  m.impl("_pdist_forward", pdist_forward);
-  m.impl("_pdist_forward.out", pdist_forward_out);
-  m.impl("_pdist_backward", pdist_backward);
-  m.impl("_pdist_backward.out", pdist_backward_out);
-  m.impl("segment_reduce", segment_reduce);
-  m.impl("segment_reduce.out", segment_reduce_out);
-  m.impl("_segment_reduce_backward", segment_reduce_backward);
-  m.impl("_segment_reduce_backward.out", segment_reduce_backward_out);
+  impl_variants<cdist_forward, "_cdist_forward">(m, kFunctionalAndOut);
+  impl_variants<cdist_backward, "_cdist_backward">(m, kFunctionalAndOut);
+  impl_variants<pdist_forward, "_pdist_forward">(m, kFunctionalAndOut);
+  impl_variants<pdist_backward, "_pdist_backward">(m, kFunctionalAndOut);
+  impl_variants<segment_reduce, "segment_reduce">(m, kFunctionalAndOut);
+  impl_variants<segment_reduce_backward, "_segment_reduce_backward">(m, kFunctionalAndOut);
 }
 
 }  // namespace tpu::aten

@@ -97,29 +97,15 @@ at::Tensor pad_backward_op(const char* name, PadMode mode, int64_t k, const at::
   });
 }
 
-#define PAD_KERNELS(NAME, MODE, K)                                                                                \
-  at::Tensor NAME(const at::Tensor& self, c10::SymIntArrayRef padding) {                                          \
-    return pad_op(#NAME, MODE, K, self, padding, nullptr);                                                       \
-  }                                                                                                               \
-  at::Tensor& NAME##_out(const at::Tensor& self, c10::SymIntArrayRef padding, at::Tensor& out) {                 \
-    pad_op(#NAME ".out", MODE, K, self, padding, &out);                                                          \
-    return out;                                                                                                   \
-  }                                                                                                               \
-  at::Tensor NAME##_backward(const at::Tensor& grad, const at::Tensor& self, c10::SymIntArrayRef padding) {      \
-    return pad_backward_op(#NAME "_backward", MODE, K, grad, self, padding, nullptr);                            \
-  }                                                                                                               \
-  at::Tensor& NAME##_backward_out(const at::Tensor& grad, const at::Tensor& self, c10::SymIntArrayRef padding,   \
-                                  at::Tensor& grad_input) {                                                       \
-    pad_backward_op(#NAME "_backward.grad_input", MODE, K, grad, self, padding, &grad_input);                    \
-    return grad_input;                                                                                            \
-  }
-PAD_KERNELS(reflection_pad1d, PadMode::Reflect, 1)
-PAD_KERNELS(reflection_pad2d, PadMode::Reflect, 2)
-PAD_KERNELS(reflection_pad3d, PadMode::Reflect, 3)
-PAD_KERNELS(replication_pad1d, PadMode::Replicate, 1)
-PAD_KERNELS(replication_pad2d, PadMode::Replicate, 2)
-PAD_KERNELS(replication_pad3d, PadMode::Replicate, 3)
-#undef PAD_KERNELS
+// Padding and its gradient over the last kDims dims.
+template <PadMode kMode, int64_t kDims>
+at::Tensor pad(Overload o, const at::Tensor& self, c10::SymIntArrayRef padding) {
+  return pad_op(variant(o).c_str(), kMode, kDims, self, padding, o.out);
+}
+template <PadMode kMode, int64_t kDims>
+at::Tensor pad_backward(Overload o, const at::Tensor& grad, const at::Tensor& self, c10::SymIntArrayRef padding) {
+  return pad_backward_op(variant(o).c_str(), kMode, kDims, grad, self, padding, o.out);
+}
 
 // ------------------------------------------------------------ upsampling
 
@@ -198,65 +184,30 @@ at::Tensor upsample_backward_op(const char* name, Interp mode, const at::Tensor&
 
 using OptD = std::optional<double>;
 
-#define NEAREST_KERNELS(NAME, MODE, PARAMS, SCALES)                                                               \
-  at::Tensor NAME(const at::Tensor& self, c10::SymIntArrayRef output_size PARAMS) {                               \
-    return upsample_op(#NAME, MODE, self, output_size, false, SCALES, nullptr);                                  \
-  }                                                                                                               \
-  at::Tensor& NAME##_out(const at::Tensor& self, c10::SymIntArrayRef output_size PARAMS, at::Tensor& out) {      \
-    upsample_op(#NAME ".out", MODE, self, output_size, false, SCALES, &out);                                     \
-    return out;                                                                                                   \
-  }                                                                                                               \
-  at::Tensor NAME##_backward(const at::Tensor& grad, c10::SymIntArrayRef output_size,                            \
-                             c10::SymIntArrayRef input_size PARAMS) {                                             \
-    return upsample_backward_op(#NAME "_backward", MODE, grad, output_size, input_size, false, SCALES, nullptr); \
-  }                                                                                                               \
-  at::Tensor& NAME##_backward_out(const at::Tensor& grad, c10::SymIntArrayRef output_size,                       \
-                                  c10::SymIntArrayRef input_size PARAMS, at::Tensor& grad_input) {                \
-    upsample_backward_op(#NAME "_backward.grad_input", MODE, grad, output_size, input_size, false, SCALES,        \
-                         &grad_input);                                                                            \
-    return grad_input;                                                                                            \
-  }
-#define INTERP_KERNELS(NAME, MODE, PARAMS, SCALES)                                                                \
-  at::Tensor NAME(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners PARAMS) {           \
-    return upsample_op(#NAME, MODE, self, output_size, align_corners, SCALES, nullptr);                          \
-  }                                                                                                               \
-  at::Tensor& NAME##_out(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners PARAMS,     \
-                         at::Tensor& out) {                                                                       \
-    upsample_op(#NAME ".out", MODE, self, output_size, align_corners, SCALES, &out);                             \
-    return out;                                                                                                   \
-  }                                                                                                               \
-  at::Tensor NAME##_backward(const at::Tensor& grad, c10::SymIntArrayRef output_size,                            \
-                             c10::SymIntArrayRef input_size, bool align_corners PARAMS) {                         \
-    return upsample_backward_op(#NAME "_backward", MODE, grad, output_size, input_size, align_corners, SCALES,   \
-                                nullptr);                                                                         \
-  }                                                                                                               \
-  at::Tensor& NAME##_backward_out(const at::Tensor& grad, c10::SymIntArrayRef output_size,                       \
-                                  c10::SymIntArrayRef input_size, bool align_corners PARAMS,                     \
-                                  at::Tensor& grad_input) {                                                       \
-    upsample_backward_op(#NAME "_backward.grad_input", MODE, grad, output_size, input_size, align_corners,       \
-                         SCALES, &grad_input);                                                                    \
-    return grad_input;                                                                                            \
-  }
-#define P1 , OptD scales
-#define S1 Scales{scales}
-#define P2 , OptD scales_h, OptD scales_w
-#define S2 Scales{scales_h, scales_w}
-#define P3 , OptD scales_d, OptD scales_h, OptD scales_w
-#define S3 Scales{scales_d, scales_h, scales_w}
-NEAREST_KERNELS(upsample_nearest1d, Interp::Nearest, P1, S1)
-NEAREST_KERNELS(upsample_nearest2d, Interp::Nearest, P2, S2)
-NEAREST_KERNELS(upsample_nearest3d, Interp::Nearest, P3, S3)
-NEAREST_KERNELS(_upsample_nearest_exact1d, Interp::NearestExact, P1, S1)
-NEAREST_KERNELS(_upsample_nearest_exact2d, Interp::NearestExact, P2, S2)
-NEAREST_KERNELS(_upsample_nearest_exact3d, Interp::NearestExact, P3, S3)
-INTERP_KERNELS(upsample_linear1d, Interp::Linear, P1, S1)
-INTERP_KERNELS(upsample_bilinear2d, Interp::Linear, P2, S2)
-INTERP_KERNELS(upsample_trilinear3d, Interp::Linear, P3, S3)
-INTERP_KERNELS(upsample_bicubic2d, Interp::Cubic, P2, S2)
-INTERP_KERNELS(_upsample_bilinear2d_aa, Interp::LinearAA, P2, S2)
-INTERP_KERNELS(_upsample_bicubic2d_aa, Interp::CubicAA, P2, S2)
-#undef NEAREST_KERNELS
-#undef INTERP_KERNELS
+// Upsampling and its gradient over as many spatial dims as there are Scale
+// parameters (each an OptD, closing ATen's signatures); the interpolating modes
+// take align_corners before them, the nearest modes do not.
+template <Interp kMode, typename... Scale>
+at::Tensor nearest(Overload o, const at::Tensor& self, c10::SymIntArrayRef output_size, Scale... scales) {
+  return upsample_op(variant(o).c_str(), kMode, self, output_size, false, Scales{scales...}, o.out);
+}
+template <Interp kMode, typename... Scale>
+at::Tensor nearest_backward(Overload o, const at::Tensor& grad, c10::SymIntArrayRef output_size,
+                            c10::SymIntArrayRef input_size, Scale... scales) {
+  return upsample_backward_op(variant(o).c_str(), kMode, grad, output_size, input_size, false, Scales{scales...},
+                              o.out);
+}
+template <Interp kMode, typename... Scale>
+at::Tensor interpolate(Overload o, const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
+                       Scale... scales) {
+  return upsample_op(variant(o).c_str(), kMode, self, output_size, align_corners, Scales{scales...}, o.out);
+}
+template <Interp kMode, typename... Scale>
+at::Tensor interpolate_backward(Overload o, const at::Tensor& grad, c10::SymIntArrayRef output_size,
+                                c10::SymIntArrayRef input_size, bool align_corners, Scale... scales) {
+  return upsample_backward_op(variant(o).c_str(), kMode, grad, output_size, input_size, align_corners,
+                              Scales{scales...}, o.out);
+}
 
 // ------------------------------------------------------------ im2col / col2im
 
@@ -496,30 +447,29 @@ GRID_KERNELS(3)
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-#define REG4(NAME, OUT, BOUT)                      \
-  m.impl(#NAME, NAME);                             \
-  m.impl(#NAME "." OUT, NAME##_out);               \
-  m.impl(#NAME "_backward", NAME##_backward);      \
-  m.impl(#NAME "_backward." BOUT, NAME##_backward_out);
-  REG4(reflection_pad1d, "out", "grad_input")
-  REG4(reflection_pad2d, "out", "grad_input")
-  REG4(reflection_pad3d, "out", "grad_input")
-  REG4(replication_pad1d, "out", "grad_input")
-  REG4(replication_pad2d, "out", "grad_input")
-  REG4(replication_pad3d, "out", "grad_input")
-  REG4(upsample_nearest1d, "out", "grad_input")
-  REG4(upsample_nearest2d, "out", "grad_input")
-  REG4(upsample_nearest3d, "out", "grad_input")
-  REG4(_upsample_nearest_exact1d, "out", "grad_input")
-  REG4(_upsample_nearest_exact2d, "out", "grad_input")
-  REG4(_upsample_nearest_exact3d, "out", "grad_input")
-  REG4(upsample_linear1d, "out", "grad_input")
-  REG4(upsample_bilinear2d, "out", "grad_input")
-  REG4(upsample_trilinear3d, "out", "grad_input")
-  REG4(upsample_bicubic2d, "out", "grad_input")
-  REG4(_upsample_bilinear2d_aa, "out", "grad_input")
-  REG4(_upsample_bicubic2d_aa, "out", "grad_input")
-#undef REG4
+  // Each op's functional and out= overloads, and its backward's functional and grad_input=.
+#define IMPL_WITH_BACKWARD(NAME, KERNEL, ...)                                 \
+  impl_variants<KERNEL<__VA_ARGS__>, #NAME>(m, kFunctionalAndOut);          \
+  impl_variants<KERNEL##_backward<__VA_ARGS__>, #NAME "_backward">(m, {"", nullptr, ".grad_input"});
+  IMPL_WITH_BACKWARD(reflection_pad1d, pad, PadMode::Reflect, 1)
+  IMPL_WITH_BACKWARD(reflection_pad2d, pad, PadMode::Reflect, 2)
+  IMPL_WITH_BACKWARD(reflection_pad3d, pad, PadMode::Reflect, 3)
+  IMPL_WITH_BACKWARD(replication_pad1d, pad, PadMode::Replicate, 1)
+  IMPL_WITH_BACKWARD(replication_pad2d, pad, PadMode::Replicate, 2)
+  IMPL_WITH_BACKWARD(replication_pad3d, pad, PadMode::Replicate, 3)
+  IMPL_WITH_BACKWARD(upsample_nearest1d, nearest, Interp::Nearest, OptD)
+  IMPL_WITH_BACKWARD(upsample_nearest2d, nearest, Interp::Nearest, OptD, OptD)
+  IMPL_WITH_BACKWARD(upsample_nearest3d, nearest, Interp::Nearest, OptD, OptD, OptD)
+  IMPL_WITH_BACKWARD(_upsample_nearest_exact1d, nearest, Interp::NearestExact, OptD)
+  IMPL_WITH_BACKWARD(_upsample_nearest_exact2d, nearest, Interp::NearestExact, OptD, OptD)
+  IMPL_WITH_BACKWARD(_upsample_nearest_exact3d, nearest, Interp::NearestExact, OptD, OptD, OptD)
+  IMPL_WITH_BACKWARD(upsample_linear1d, interpolate, Interp::Linear, OptD)
+  IMPL_WITH_BACKWARD(upsample_bilinear2d, interpolate, Interp::Linear, OptD, OptD)
+  IMPL_WITH_BACKWARD(upsample_trilinear3d, interpolate, Interp::Linear, OptD, OptD, OptD)
+  IMPL_WITH_BACKWARD(upsample_bicubic2d, interpolate, Interp::Cubic, OptD, OptD)
+  IMPL_WITH_BACKWARD(_upsample_bilinear2d_aa, interpolate, Interp::LinearAA, OptD, OptD)
+  IMPL_WITH_BACKWARD(_upsample_bicubic2d_aa, interpolate, Interp::CubicAA, OptD, OptD)
+#undef IMPL_WITH_BACKWARD
   m.impl("im2col", im2col);
   m.impl("im2col.out", im2col_out);
   m.impl("col2im", col2im);

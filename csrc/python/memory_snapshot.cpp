@@ -1,4 +1,4 @@
-#include "python/memory_snapshot.h"
+#include "python/bindings.h"
 
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/extension.h>
@@ -9,6 +9,7 @@
 #include "runtime/memory_history.h"
 
 namespace py = pybind11;
+using namespace pybind11::literals;
 
 // From torch/csrc/profiler/python/combined_traceback.h (libtorch_python exports them),
 // which the wheel's headers cannot include: it needs nlohmann/json.hpp, not shipped.
@@ -48,26 +49,14 @@ py::dict snapshot() {
   py::list segments;
   for (const runtime::LiveBlock& b : snap.blocks) {
     // Sizes are the storage's bytes: the allocator's address spacing is not memory.
-    py::dict block;
-    block["address"] = b.address;
-    block["size"] = b.nbytes;
-    block["requested_size"] = b.nbytes;
-    block["state"] = "active_allocated";
-    block["frames"] = frames[next];
-    py::dict segment;  // no caching allocator: a segment per storage
-    segment["device"] = b.device;
-    segment["address"] = b.address;
-    segment["total_size"] = b.nbytes;
-    segment["allocated_size"] = b.nbytes;
-    segment["active_size"] = b.nbytes;
-    segment["requested_size"] = b.nbytes;
-    segment["stream"] = 0;
-    segment["segment_type"] = "large";
-    segment["segment_pool_id"] = py::make_tuple(0, 0);
-    segment["is_expandable"] = false;
-    segment["frames"] = frames[next++];
-    segment["blocks"] = py::list(py::make_tuple(block));
-    segments.append(segment);
+    py::dict block("address"_a = b.address, "size"_a = b.nbytes, "requested_size"_a = b.nbytes,
+                   "state"_a = "active_allocated", "frames"_a = frames[next]);
+    // No caching allocator: a segment per storage, wholly in use.
+    segments.append(py::dict("device"_a = b.device, "address"_a = b.address, "total_size"_a = b.nbytes,
+                             "allocated_size"_a = b.nbytes, "active_size"_a = b.nbytes, "requested_size"_a = b.nbytes,
+                             "stream"_a = 0, "segment_type"_a = "large", "segment_pool_id"_a = py::make_tuple(0, 0),
+                             "is_expandable"_a = false, "frames"_a = frames[next++],
+                             "blocks"_a = py::list(py::make_tuple(block))));
   }
   int devices = 0;
   try {
@@ -76,22 +65,14 @@ py::dict snapshot() {
   }
   std::vector<py::list> traces(devices);
   for (const runtime::MemoryEvent& e : snap.events) {
-    py::dict entry;
-    entry["action"] = e.action == runtime::MemoryEvent::Action::Alloc ? "alloc" : "free_completed";
-    entry["addr"] = e.address;
-    entry["size"] = e.nbytes;
-    entry["stream"] = 0;
-    entry["time_us"] = e.time_us;
-    entry["frames"] = frames[next++];
+    const char* action = e.action == runtime::MemoryEvent::Action::Alloc ? "alloc" : "free_completed";
+    py::dict entry("action"_a = action, "addr"_a = e.address, "size"_a = e.nbytes, "stream"_a = 0,
+                   "time_us"_a = e.time_us, "frames"_a = frames[next++]);
     if (e.device >= 0 && e.device < devices) traces[e.device].append(entry);
   }
-  py::dict out;
-  out["segments"] = segments;
   py::list device_traces;
   for (auto& t : traces) device_traces.append(t);
-  out["device_traces"] = device_traces;
-  out["allocator_settings"] = py::dict();
-  return out;
+  return py::dict("segments"_a = segments, "device_traces"_a = device_traces, "allocator_settings"_a = py::dict());
 }
 
 }  // namespace

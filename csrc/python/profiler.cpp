@@ -4,7 +4,7 @@
 // then shows, beside the ATen ops, each program's launch and its execution on
 // the device, compiles, fused-graph cuts with their reasons, transfers and
 // collectives; export_chrome_trace writes them with the rest.
-#include "python/profiler.h"
+#include "python/bindings.h"
 
 #if __has_include(<torch/csrc/profiler/standalone/privateuse1_profiler.h>)
 // This torch was built with Kineto (the registry's header exists only then).
