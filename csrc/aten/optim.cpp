@@ -206,13 +206,9 @@ void amp_unscale(TL self, at::Tensor& found_inf, const at::Tensor& inv_scale) {
     TORCH_CHECK(c10::isFloatingType(t.scalar_type()), name, ": expected floating-point gradients, got ",
                 t.scalar_type());
     ir::DType opmath = lowering::to_ir(lowering::opmath_type(t.scalar_type()));
-    ir::Value x = ir::convert(g, p.read(t), opmath);
-    ir::Shape shape = g.type(x).shape;
-    ir::Value finite = g.add(ir::Op::IsFinite, {x}, ir::Type{ir::DType::Pred, shape});
-    ir::Value flat = ir::reshape(g, finite, {t.numel()});
-    ir::Value all_finite = ir::reduce(g, flat, ir::constant(g, ir::DType::Pred, 1), {0}, ir::Combiner::And);
-    any_bad = ir::binary(g, ir::Op::Or, any_bad, ir::unary(g, ir::Op::Not, all_finite));
-    p.write(t, ir::binary(g, ir::Op::Multiply, x, ir::broadcast_to(g, ir::convert(g, scale, opmath), shape)));
+    lowering::Unscaled u = lowering::amp_unscale(g, ir::convert(g, p.read(t), opmath), scale);
+    any_bad = ir::binary(g, ir::Op::Or, any_bad, u.non_finite);
+    p.write(t, u.grad);
   }
   ir::Value found = ir::select(g, any_bad, ir::constant(g, ir::DType::F32, 1), read_single(p, found_inf));
   p.write(found_inf, ir::reshape(g, found, to_shape(found_inf.sizes())));
@@ -232,20 +228,12 @@ at::Tensor& amp_update_scale(at::Tensor& self, at::Tensor& growth_tracker, const
   c10::DeviceGuard guard(self.device());
   Program p(name, device);
   ir::Graph& g = p.graph();
-  using ir::DType;
-  ir::Value scale = read_single(p, self), tracker = read_single(p, growth_tracker);
-  ir::Value found = ir::compare(g, read_single(p, found_inf), ir::constant(g, DType::F32, 0), ir::Compare::NE);
-  ir::Value successful = ir::binary(g, ir::Op::Add, tracker, ir::constant(g, DType::S32, 1));
-  ir::Value grow_now = ir::compare(g, successful, p.scalar(growth_interval, DType::S32), ir::Compare::EQ);
-  ir::Value grown = ir::binary(g, ir::Op::Multiply, scale, p.scalar(growth_factor, DType::F32));
-  ir::Value grown_finite = g.add(ir::Op::IsFinite, {grown}, ir::Type{DType::Pred, {}});
-  ir::Value backed_off = ir::binary(g, ir::Op::Multiply, scale, p.scalar(backoff_factor, DType::F32));
-  ir::Value clean_scale = ir::select(g, grow_now, ir::select(g, grown_finite, grown, scale), scale);
-  ir::Value zero = ir::constant(g, DType::S32, 0);
-  ir::Value clean_tracker = ir::select(g, grow_now, zero, successful);
-  p.write(self, ir::reshape(g, ir::select(g, found, backed_off, clean_scale), to_shape(self.sizes())));
-  p.write(growth_tracker,
-          ir::reshape(g, ir::select(g, found, zero, clean_tracker), to_shape(growth_tracker.sizes())));
+  lowering::ScaleUpdate next = lowering::amp_update_scale(
+      g, read_single(p, self), read_single(p, growth_tracker), read_single(p, found_inf),
+      p.scalar(growth_factor, ir::DType::F32), p.scalar(backoff_factor, ir::DType::F32),
+      p.scalar(growth_interval, ir::DType::S32));
+  p.write(self, ir::reshape(g, next.scale, to_shape(self.sizes())));
+  p.write(growth_tracker, ir::reshape(g, next.growth_tracker, to_shape(growth_tracker.sizes())));
   p.run();
   return self;
 }

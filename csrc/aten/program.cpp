@@ -18,6 +18,7 @@
 #include "engine/trace.h"
 #include "ir/ops.h"
 #include "lowering/elementwise.h"
+#include "lowering/reduce.h"
 #include "lowering/types.h"
 #include "lowering/view.h"
 #include "runtime/device.h"
@@ -119,11 +120,7 @@ ir::GraphOptions graph_options() { return ir::GraphOptions{engine::Runtime::redu
 bool all_finite(const engine::BufferRef& buffer, const ir::Type& type, int device) {
   ir::Graph g;
   g.set_options(graph_options());
-  ir::Value x = g.parameter(type);
-  ir::Value finite = g.add(ir::Op::IsFinite, {x}, ir::Type{ir::DType::Pred, type.shape});
-  ir::Dims all;
-  for (int64_t i = 0; i < type.rank(); ++i) all.push_back(i);
-  g.add_output(ir::reduce(g, finite, ir::constant(g, ir::DType::Pred, 1), all, ir::Combiner::And));
+  g.add_output(lowering::all_finite(g, g.parameter(type)));
   auto result = engine::Runtime::get().execute(g, {buffer}, device);
   bool ok = false;
   engine::Runtime::get().download(*result[0], &ok, 1);
@@ -269,6 +266,10 @@ ir::Value Program::scalar(const c10::Scalar& s, ir::DType dtype) {
   unsigned char bytes[16] = {0};
   scalar_bytes(s, dtype, bytes);
   return bind(scalar_cache().get(device_, dtype, bytes), ir::Type{dtype, {}});
+}
+
+ir::Value Program::flat_scalar(const c10::Scalar& s, ir::DType dtype, int64_t n) {
+  return ir::broadcast_in_dim(graph(), scalar(s, dtype), {n}, {});
 }
 
 ir::Value Program::read_cpu_scalar(const at::Tensor& t, ir::DType dtype) {

@@ -42,6 +42,8 @@ class Program {
   ir::Value read_logical(const at::Tensor& t) { return apply_lazy_bits(t, read(t)); }
   // A runtime scalar parameter: changing values do not recompile.
   ir::Value scalar(const c10::Scalar& s, ir::DType dtype);
+  // The same, broadcast to a flat [n].
+  ir::Value flat_scalar(const c10::Scalar& s, ir::DType dtype, int64_t n);
   // Writes `v` (shape dst.sizes(), converted to dst's dtype) through dst's view.
   void write(const at::Tensor& dst, ir::Value v);
   // Binds a device buffer as a program input.

@@ -67,18 +67,9 @@ ir::DType float_compute(const at::Tensor& self) {
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
   fill_random("uniform_", self, gen, [&](Program& p, const lowering::RandomBits& bits, int64_t n) {
-    ir::Graph& g = p.graph();
     ir::DType dt = float_compute(self);
-    ir::Value u = lowering::uniform_01(g, bits.word0, dt);
-    ir::Value lo = ir::broadcast_in_dim(g, p.scalar(from, dt), {n}, {});
-    ir::Value range = ir::broadcast_in_dim(g, p.scalar(to - from, dt), {n}, {});
-    ir::Value value = ir::binary(g, ir::Op::Add, lo, ir::binary(g, ir::Op::Multiply, u, range));
-    // Rounding to the tensor's dtype can reach `to`; fold it back to `from`
-    // (as ATen does) so the range stays [from, to).
-    ir::DType out = lowering::to_ir(self.scalar_type());
-    value = ir::convert(g, value, out);
-    ir::Value hi = ir::convert(g, ir::broadcast_in_dim(g, p.scalar(to, dt), {n}, {}), out);
-    return ir::select(g, ir::compare(g, value, hi, ir::Compare::GE), ir::convert(g, lo, out), value);
+    return lowering::uniform(p.graph(), bits, p.flat_scalar(from, dt, n), p.flat_scalar(to - from, dt, n),
+                             p.flat_scalar(to, dt, n), lowering::to_ir(self.scalar_type()));
   });
   return self;
 }
@@ -86,27 +77,16 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   fill_random("normal_", self, gen, [&](Program& p, const lowering::RandomBits& bits, int64_t n) {
-    ir::Graph& g = p.graph();
     ir::DType dt = float_compute(self);
-    ir::Value z = lowering::standard_normal(g, bits, dt);
-    ir::Value m = ir::broadcast_in_dim(g, p.scalar(mean, dt), {n}, {});
-    ir::Value s = ir::broadcast_in_dim(g, p.scalar(std, dt), {n}, {});
-    return ir::binary(g, ir::Op::Add, m, ir::binary(g, ir::Op::Multiply, z, s));
+    return lowering::normal(p.graph(), bits, p.flat_scalar(mean, dt, n), p.flat_scalar(std, dt, n));
   });
   return self;
-}
-
-// 1 where a uniform draw falls below p (a flat [n] value or a scalar), else 0.
-ir::Value bernoulli_mask(ir::Graph& g, const lowering::RandomBits& bits, ir::Value p_flat) {
-  ir::Value u = lowering::uniform_01(g, bits.word0, ir::DType::F32);
-  return ir::compare(g, u, ir::convert(g, p_flat, ir::DType::F32), ir::Compare::LT);
 }
 
 at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Generator> gen) {
   TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
   fill_random("bernoulli_", self, gen, [&](Program& prog, const lowering::RandomBits& bits, int64_t n) {
-    ir::Value pv = ir::broadcast_in_dim(prog.graph(), prog.scalar(p, ir::DType::F32), {n}, {});
-    return bernoulli_mask(prog.graph(), bits, pv);
+    return lowering::bernoulli(prog.graph(), bits, prog.flat_scalar(p, ir::DType::F32, n));
   });
   return self;
 }
@@ -114,8 +94,7 @@ at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Genera
 at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {
   at::Tensor probs = p.to(self.device()).expand(self.sizes());
   fill_random("bernoulli_", self, gen, [&](Program& prog, const lowering::RandomBits& bits, int64_t n) {
-    ir::Value pv = ir::reshape(prog.graph(), prog.read(probs), {n});
-    return bernoulli_mask(prog.graph(), bits, pv);
+    return lowering::bernoulli(prog.graph(), bits, ir::reshape(prog.graph(), prog.read(probs), {n}));
   });
   return self;
 }
@@ -130,14 +109,8 @@ at::Tensor& random_range(const char* name, at::Tensor& self, int64_t from, uint6
                          std::optional<at::Generator> gen) {
   TORCH_CHECK(range > 0, name, " expects 'from' to be less than 'to'");
   fill_random(name, self, gen, [&](Program& p, const lowering::RandomBits& bits, int64_t n) {
-    ir::Graph& g = p.graph();
-    ir::Value hi = ir::binary(g, ir::Op::ShiftLeft, ir::convert(g, bits.word1, ir::DType::U64),
-                              ir::full(g, ir::DType::U64, 32, {n}));
-    ir::Value r = ir::binary(g, ir::Op::Or, hi, ir::convert(g, bits.word0, ir::DType::U64));
-    r = ir::binary(g, ir::Op::Remainder, r, ir::broadcast_in_dim(g, p.scalar(c10::Scalar(range), ir::DType::U64), {n}, {}));
-    ir::Value v = ir::binary(g, ir::Op::Add, ir::convert(g, r, ir::DType::S64),
-                             ir::broadcast_in_dim(g, p.scalar(from, ir::DType::S64), {n}, {}));
-    return v;
+    return lowering::random_integers(p.graph(), bits, p.flat_scalar(from, ir::DType::S64, n),
+                                     p.flat_scalar(c10::Scalar(range), ir::DType::U64, n));
   });
   return self;
 }
@@ -184,7 +157,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   at::Tensor scale_t = scalar_operand(scale);
   at::Tensor out = elementwise("native_dropout", {input, mask, scale_t}, input.scalar_type(), input.scalar_type(),
                                [](ir::Graph& g, const std::vector<ir::Value>& v) {
-                                 return ir::binary(g, ir::Op::Multiply, ir::binary(g, ir::Op::Multiply, v[0], v[1]), v[2]);
+                                 return lowering::dropout_scale(g, v[0], v[1], v[2]);
                                });
   return {out, mask};
 }
@@ -195,7 +168,7 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
                                                                 : c10::get_default_dtype_as_scalartype();
   return elementwise("native_dropout_backward", {grad, mask, scalar_operand(scale)}, type,
                      type, [](ir::Graph& g, const std::vector<ir::Value>& v) {
-                       return ir::binary(g, ir::Op::Multiply, ir::binary(g, ir::Op::Multiply, v[0], v[1]), v[2]);
+                       return lowering::dropout_scale(g, v[0], v[1], v[2]);
                      });
 }
 
@@ -288,8 +261,7 @@ at::Tensor& normal_fill(const char* name, at::Tensor& out, const at::Tensor& mea
     auto operand = [&](const at::Tensor& t) {
       return ir::reshape(g, ir::broadcast_to(g, p.read_as(t, lowering::to_aten(dt)), shape), {n});
     };
-    ir::Value z = lowering::standard_normal(g, bits, dt);
-    return ir::binary(g, ir::Op::Add, operand(mean), ir::binary(g, ir::Op::Multiply, z, operand(std)));
+    return lowering::normal(g, bits, operand(mean), operand(std));
   });
   return out;
 }

@@ -519,38 +519,7 @@ at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min
   // CUDA converts the bounds to the input's type, and widens them when they then meet.
   if (integral) lo = std::trunc(lo), hi = std::trunc(hi);
   if (!data_range && lo == hi) lo -= 1, hi += 1;
-  ir::Value left = p.scalar(lo, acc), right = p.scalar(hi, acc);
-  if (data_range) {
-    // The data's finite range (NaNs ignored, as ATen's aminmax of the input).
-    if (integral) {
-      left = lowering::amin(g, x, {0}, false);
-      right = lowering::amax(g, x, {0}, false);
-    } else {
-      ir::Value nan = lowering::is_nan(g, x);
-      ir::Value inf = ir::full(g, acc, std::numeric_limits<double>::infinity(), {n});
-      ir::Value minus_inf = ir::full(g, acc, -std::numeric_limits<double>::infinity(), {n});
-      left = ir::reduce(g, ir::select(g, nan, inf, x), ir::constant(g, acc, INFINITY), {0}, ir::Combiner::Min);
-      right = ir::reduce(g, ir::select(g, nan, minus_inf, x), ir::constant(g, acc, -INFINITY), {0},
-                         ir::Combiner::Max);
-    }
-    ir::Value same = ir::compare(g, left, right, ir::Compare::EQ);
-    ir::Value one = ir::constant(g, acc, 1);
-    left = ir::select(g, same, ir::binary(g, ir::Op::Subtract, left, one), left);
-    right = ir::select(g, same, ir::binary(g, ir::Op::Add, right, one), right);
-  }
-  ir::Value l = ir::broadcast_in_dim(g, left, {n}, {}), r = ir::broadcast_in_dim(g, right, {n}, {});
-  ir::Value nb = ir::full(g, acc, static_cast<double>(bins), {n});
-  ir::Value scaled = ir::binary(g, ir::Op::Divide,
-                                ir::binary(g, ir::Op::Multiply, ir::binary(g, ir::Op::Subtract, x, l), nb),
-                                ir::binary(g, ir::Op::Subtract, r, l));
-  // Integer division truncates; below `left` (where that differs from floor) is outside anyway.
-  ir::Value pos = ir::convert(g, integral ? scaled : lowering::unary(g, lowering::Unary::Floor, scaled), ir::DType::S64);
-  pos = ir::binary(g, ir::Op::Minimum, pos, ir::full(g, ir::DType::S64, static_cast<double>(bins - 1), {n}));
-  ir::Value inside = ir::binary(g, ir::Op::And, ir::compare(g, x, l, ir::Compare::GE),
-                                ir::compare(g, x, r, ir::Compare::LE));
-  pos = ir::select(g, inside, pos, ir::full(g, ir::DType::S64, -1, {n}));
-  ir::Value counts = lowering::bin_counts(g, pos, std::nullopt, bins, acc);
-  p.write(output, counts);
+  p.write(output, lowering::histc(g, x, bins, p.scalar(lo, acc), p.scalar(hi, acc), data_range));
   p.run();
   return output;
 }

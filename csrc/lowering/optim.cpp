@@ -2,6 +2,7 @@
 
 #include "ir/ops.h"
 #include "lowering/formula.h"
+#include "lowering/reduce.h"
 
 namespace tpu::lowering {
 AdamState adam_update(ir::Graph& g, const AdamState& s, ir::Value step, const AdamHyper& h) {
@@ -47,6 +48,27 @@ std::pair<ir::Value, std::optional<ir::Value>> sgd_update(ir::Graph& g, ir::Valu
     grad = h.nesterov ? o.add(grad, o.mul(at(h.momentum), *buffer)) : *buffer;
   }
   return {o.sub(param, o.mul(at(h.lr), grad)), buffer};
+}
+
+Unscaled amp_unscale(ir::Graph& g, ir::Value grad, ir::Value inv_scale) {
+  ir::Value scaled = ir::binary(g, ir::Op::Multiply, grad,
+                                ir::broadcast_to(g, ir::convert(g, inv_scale, g.type(grad).dtype), g.type(grad).shape));
+  return {scaled, ir::unary(g, ir::Op::Not, all_finite(g, grad))};
+}
+
+ScaleUpdate amp_update_scale(ir::Graph& g, ir::Value scale, ir::Value tracker, ir::Value found_inf,
+                             ir::Value growth_factor, ir::Value backoff_factor, ir::Value growth_interval) {
+  using ir::DType;
+  ir::Value found = ir::compare(g, found_inf, ir::constant(g, DType::F32, 0), ir::Compare::NE);
+  ir::Value successful = ir::binary(g, ir::Op::Add, tracker, ir::constant(g, DType::S32, 1));
+  ir::Value grow_now = ir::compare(g, successful, growth_interval, ir::Compare::EQ);
+  ir::Value grown = ir::binary(g, ir::Op::Multiply, scale, growth_factor);
+  ir::Value grown_finite = g.add(ir::Op::IsFinite, {grown}, ir::Type{DType::Pred, {}});
+  ir::Value backed_off = ir::binary(g, ir::Op::Multiply, scale, backoff_factor);
+  ir::Value clean_scale = ir::select(g, grow_now, ir::select(g, grown_finite, grown, scale), scale);
+  ir::Value zero = ir::constant(g, DType::S32, 0);
+  ir::Value clean_tracker = ir::select(g, grow_now, zero, successful);
+  return {ir::select(g, found, backed_off, clean_scale), ir::select(g, found, zero, clean_tracker)};
 }
 
 }  // namespace tpu::lowering

@@ -34,4 +34,21 @@ std::pair<ir::Value, std::optional<ir::Value>> sgd_update(ir::Graph& g, ir::Valu
                                                           std::optional<ir::Value> momentum_buffer,
                                                           const SgdHyper& h);
 
+// torch.amp.GradScaler's two kernels.
+// One gradient unscaled: grad * inv_scale (0-dim, converted to grad's dtype), and
+// whether grad held an inf or NaN (0-dim pred).
+struct Unscaled {
+  ir::Value grad, non_finite;
+};
+Unscaled amp_unscale(ir::Graph& g, ir::Value grad, ir::Value inv_scale);
+// The scale after a step (all 0-dim; scale f32, growth_tracker s32): times backoff
+// after an inf/NaN (found_inf != 0; the growth count restarts), times growth after
+// growth_interval clean steps in a row unless that overflows, the growth count
+// otherwise counting the clean step.
+struct ScaleUpdate {
+  ir::Value scale, growth_tracker;
+};
+ScaleUpdate amp_update_scale(ir::Graph& g, ir::Value scale, ir::Value growth_tracker, ir::Value found_inf,
+                             ir::Value growth_factor, ir::Value backoff_factor, ir::Value growth_interval);
+
 }  // namespace tpu::lowering

@@ -75,4 +75,33 @@ Value standard_normal(ir::Graph& g, const RandomBits& bits, DType dtype) {
   return ir::convert(g, ir::binary(g, ir::Op::Multiply, radius, ir::unary(g, ir::Op::Cosine, angle)), dtype);
 }
 
+Value uniform(ir::Graph& g, const RandomBits& bits, Value lo, Value range, Value hi, DType out) {
+  Value u = uniform_01(g, bits.word0, g.type(lo).dtype);
+  Value value = ir::convert(g, ir::binary(g, ir::Op::Add, lo, ir::binary(g, ir::Op::Multiply, u, range)), out);
+  return ir::select(g, ir::compare(g, value, ir::convert(g, hi, out), ir::Compare::GE), ir::convert(g, lo, out),
+                    value);
+}
+
+Value normal(ir::Graph& g, const RandomBits& bits, Value mean, Value std) {
+  Value z = standard_normal(g, bits, g.type(mean).dtype);
+  return ir::binary(g, ir::Op::Add, mean, ir::binary(g, ir::Op::Multiply, z, std));
+}
+
+Value bernoulli(ir::Graph& g, const RandomBits& bits, Value p) {
+  Value u = uniform_01(g, bits.word0, DType::F32);
+  return ir::compare(g, u, ir::convert(g, p, DType::F32), ir::Compare::LT);
+}
+
+Value random_integers(ir::Graph& g, const RandomBits& bits, Value from, Value range) {
+  int64_t n = g.type(from).shape[0];
+  Value hi = ir::binary(g, ir::Op::ShiftLeft, ir::convert(g, bits.word1, DType::U64), ir::full(g, DType::U64, 32, {n}));
+  Value r = ir::binary(g, ir::Op::Or, hi, ir::convert(g, bits.word0, DType::U64));
+  r = ir::binary(g, ir::Op::Remainder, r, range);
+  return ir::binary(g, ir::Op::Add, ir::convert(g, r, DType::S64), from);
+}
+
+Value dropout_scale(ir::Graph& g, Value x, Value mask, Value scale) {
+  return ir::binary(g, ir::Op::Multiply, ir::binary(g, ir::Op::Multiply, x, mask), scale);
+}
+
 }  // namespace tpu::lowering

@@ -267,4 +267,12 @@ Value cumulative(ir::Graph& g, Value x, int64_t dim, ir::Combiner combiner, DTyp
   return ir::convert(g, v, result);
 }
 
+ir::Value all_finite(ir::Graph& g, ir::Value x) {
+  const ir::Type& type = g.type(x);
+  ir::Value finite = g.add(ir::Op::IsFinite, {x}, ir::Type{ir::DType::Pred, type.shape});
+  ir::Dims all;
+  for (int64_t i = 0; i < g.type(x).rank(); ++i) all.push_back(i);
+  return ir::reduce(g, finite, ir::constant(g, ir::DType::Pred, 1), all, ir::Combiner::And);
+}
+
 }  // namespace tpu::lowering

@@ -68,4 +68,7 @@ ir::Value vector_norm(ir::Graph& g, ir::Value x, double ord, const ir::Dims& dim
 // computed in accumulate_dtype(result) and returned in `result`.
 ir::Value cumulative(ir::Graph& g, ir::Value x, int64_t dim, ir::Combiner combiner, ir::DType result);
 
+// Whether every element of x is finite: a 0-dim pred.
+ir::Value all_finite(ir::Graph& g, ir::Value x);
+
 }  // namespace tpu::lowering

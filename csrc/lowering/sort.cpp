@@ -5,6 +5,7 @@
 
 #include "lowering/elementwise.h"
 #include "lowering/index.h"
+#include "lowering/reduce.h"
 
 namespace tpu::lowering {
 namespace {
@@ -411,6 +412,42 @@ Value edge_bin(ir::Graph& g, Value x, Value edges) {
   pos = bin(g, ir::Op::Minimum, pos, s64_full(g, e - 2, {n}));  // x == last edge: the last bin
   Value inside = and_(g, cmp(g, x, first, ir::Compare::GE), cmp(g, x, last, ir::Compare::LE));
   return ir::select(g, inside, pos, s64_full(g, -1, {n}));
+}
+
+ir::Value histc(ir::Graph& g, ir::Value x, int64_t bins, ir::Value left, ir::Value right, bool data_range) {
+  ir::DType acc = g.type(x).dtype;
+  const bool integral = acc == ir::DType::S64;
+  int64_t n = g.type(x).shape[0];
+  if (data_range) {
+    // The data's finite range (NaNs ignored, as ATen's aminmax of the input).
+    if (integral) {
+      left = amin(g, x, {0}, false);
+      right = amax(g, x, {0}, false);
+    } else {
+      ir::Value nan = is_nan(g, x);
+      ir::Value inf = ir::full(g, acc, std::numeric_limits<double>::infinity(), {n});
+      ir::Value minus_inf = ir::full(g, acc, -std::numeric_limits<double>::infinity(), {n});
+      left = ir::reduce(g, ir::select(g, nan, inf, x), ir::constant(g, acc, INFINITY), {0}, ir::Combiner::Min);
+      right = ir::reduce(g, ir::select(g, nan, minus_inf, x), ir::constant(g, acc, -INFINITY), {0},
+                         ir::Combiner::Max);
+    }
+    ir::Value same = ir::compare(g, left, right, ir::Compare::EQ);
+    ir::Value one = ir::constant(g, acc, 1);
+    left = ir::select(g, same, ir::binary(g, ir::Op::Subtract, left, one), left);
+    right = ir::select(g, same, ir::binary(g, ir::Op::Add, right, one), right);
+  }
+  ir::Value l = ir::broadcast_in_dim(g, left, {n}, {}), r = ir::broadcast_in_dim(g, right, {n}, {});
+  ir::Value nb = ir::full(g, acc, static_cast<double>(bins), {n});
+  ir::Value scaled = ir::binary(g, ir::Op::Divide,
+                                ir::binary(g, ir::Op::Multiply, ir::binary(g, ir::Op::Subtract, x, l), nb),
+                                ir::binary(g, ir::Op::Subtract, r, l));
+  // Integer division truncates; below `left` (where that differs from floor) is outside anyway.
+  ir::Value pos = ir::convert(g, integral ? scaled : unary(g, Unary::Floor, scaled), ir::DType::S64);
+  pos = ir::binary(g, ir::Op::Minimum, pos, ir::full(g, ir::DType::S64, static_cast<double>(bins - 1), {n}));
+  ir::Value inside = ir::binary(g, ir::Op::And, ir::compare(g, x, l, ir::Compare::GE),
+                                ir::compare(g, x, r, ir::Compare::LE));
+  pos = ir::select(g, inside, pos, ir::full(g, ir::DType::S64, -1, {n}));
+  return bin_counts(g, pos, std::nullopt, bins, acc);
 }
 
 }  // namespace tpu::lowering

@@ -82,6 +82,13 @@ ir::Value isin(ir::Graph& g, ir::Value elements, ir::Value test);
 // Sum of `weight` [n] (or count, when absent) per bin into [bins] of `dtype`;
 // `bin` [n] s64 names each element's bin, -1 (or any index outside) skips it.
 ir::Value bin_counts(ir::Graph& g, ir::Value bin, std::optional<ir::Value> weight, int64_t bins, ir::DType dtype);
+
+// ATen's histc of flat x [n] (in its accumulation dtype, s64 for integers): `bins`
+// equal-width bins over [lo, hi] (0-dim), or over x's range (NaNs ignored) when
+// data_range, widened by 1 each way where it is a point; values outside and NaNs
+// are not counted, hi itself lands in the last bin. Integer x bins with integer
+// arithmetic, as CUDA's histc does.
+ir::Value histc(ir::Graph& g, ir::Value x, int64_t bins, ir::Value lo, ir::Value hi, bool data_range);
 // The bin of each element of x [n] among the E >= 2 edges [E] of x's dtype,
 // as ATen's histogram kernels: the last edge <= x (upper bound - 1), the
 // last bin closed on the right; -1 outside [edges[0], edges[E - 1]] and for NaN.
