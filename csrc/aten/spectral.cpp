@@ -367,7 +367,6 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> linalg_lstsq_out(const Tensor& in
   } else {
     Program p("linalg_lstsq", input.device());
     ir::Graph& g = p.graph();
-    ir::DType dt = lowering::to_ir(dtype);
     ir::Value A = ir::reshape(g, p.read(input), {ba, m, n});
     // b and the factors broadcast to the solution's batch.
     auto to_batch = [&](ir::Value v, int64_t r, int64_t c) {
@@ -381,21 +380,12 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> linalg_lstsq_out(const Tensor& in
     ir::Value b = ir::reshape(g, ir::broadcast_to(g, ir::reshape(g, p.read(other), to_shape(other_2d.sizes())), b_full),
                               {bs, m, nrhs});
     auto f = lowering::svd(g, A, false, true);
-    ir::Value smax = ir::slice(g, f.s, {0, 0}, {ba, 1});
-    ir::Value thr = ir::binary(g, ir::Op::Multiply, ir::broadcast_in_dim(g, smax, {ba, k}, {0, 1}),
-                               ir::full(g, dt, rcond_value, {ba, k}));
-    ir::Value zero = ir::full(g, dt, 0, {ba, k});
-    ir::Value keep = ir::binary(g, ir::Op::And, ir::compare(g, f.s, thr, ir::Compare::GT),
-                                ir::compare(g, f.s, zero, ir::Compare::GT));
-    ir::Value inv = ir::select(g, keep, ir::binary(g, ir::Op::Divide, ir::full(g, dt, 1, {ba, k}), f.s), zero);
-    ir::Value U = to_batch(f.u, m, k), Vh = to_batch(f.vh, k, n);
-    ir::Value inv_b = to_batch(ir::reshape(g, inv, {ba, k, 1}), k, 1);
-    ir::Value y = ir::dot_general(g, U, b, {0}, {0}, {1}, {1}, dt);  // [bs, k, nrhs]
-    y = ir::binary(g, ir::Op::Multiply, y, ir::broadcast_in_dim(g, ir::reshape(g, inv_b, {bs, k}), {bs, k, nrhs}, {0, 1}));
-    ir::Value x = ir::dot_general(g, Vh, y, {0}, {0}, {1}, {1}, dt);  // [bs, n, nrhs]
+    lowering::PseudoInverse pinv = lowering::pseudo_inverse(g, f.s, rcond_value);
+    ir::Value inverse_s = ir::reshape(g, to_batch(ir::reshape(g, pinv.inverse_s, {ba, k, 1}), k, 1), {bs, k});
+    ir::Value x = lowering::svd_solve(g, to_batch(f.u, m, k), to_batch(f.vh, k, n), inverse_s, b);
     p.write(solution, ir::reshape(g, x, to_shape(solution.sizes())));
     if (want_rank) {
-      ir::Value r = ir::reduce(g, ir::convert(g, keep, ir::DType::S64), ir::constant_int(g, ir::DType::S64, 0), {1},
+      ir::Value r = ir::reduce(g, ir::convert(g, pinv.kept, ir::DType::S64), ir::constant_int(g, ir::DType::S64, 0), {1},
                                ir::Combiner::Add);
       p.write(rank, ir::reshape(g, r, to_shape(rank.sizes())));
     }

@@ -418,4 +418,24 @@ Svd svd(Graph& g, Value a, bool full_matrices, bool compute_uv) {
   return out;
 }
 
+PseudoInverse pseudo_inverse(ir::Graph& g, ir::Value s, double rcond) {
+  ir::DType dt = g.type(s).dtype;
+  int64_t b = g.type(s).shape[0], k = g.type(s).shape[1];
+  ir::Value smax = ir::slice(g, s, {0, 0}, {b, 1});
+  ir::Value thr = ir::binary(g, ir::Op::Multiply, ir::broadcast_in_dim(g, smax, {b, k}, {0, 1}),
+                             ir::full(g, dt, rcond, {b, k}));
+  ir::Value zero = ir::full(g, dt, 0, {b, k});
+  ir::Value kept = ir::binary(g, ir::Op::And, ir::compare(g, s, thr, ir::Compare::GT),
+                              ir::compare(g, s, zero, ir::Compare::GT));
+  return {ir::select(g, kept, ir::binary(g, ir::Op::Divide, ir::full(g, dt, 1, {b, k}), s), zero), kept};
+}
+
+ir::Value svd_solve(ir::Graph& g, ir::Value u, ir::Value vh, ir::Value inverse_s, ir::Value b) {
+  ir::DType dt = g.type(u).dtype;
+  int64_t batch = g.type(b).shape[0], k = g.type(u).shape[2], nrhs = g.type(b).shape[2];
+  ir::Value y = ir::dot_general(g, u, b, {0}, {0}, {1}, {1}, dt);  // [B, k, nrhs]
+  y = ir::binary(g, ir::Op::Multiply, y, ir::broadcast_in_dim(g, inverse_s, {batch, k, nrhs}, {0, 1}));
+  return ir::dot_general(g, vh, y, {0}, {0}, {1}, {1}, dt);  // [B, n, nrhs]
+}
+
 }  // namespace tpu::lowering

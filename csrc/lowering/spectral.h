@@ -51,4 +51,14 @@ struct Svd {
 };
 Svd svd(ir::Graph& g, ir::Value a, bool full_matrices, bool compute_uv);
 
+// Least squares through the SVD (linalg_lstsq, every driver). The pseudo-inverse's
+// singular values of s [B, k]: 1/s where s > rcond * max(s) and s > 0, else 0, and
+// which were kept (pred [B, k]: their count is the rank).
+struct PseudoInverse {
+  ir::Value inverse_s, kept;
+};
+PseudoInverse pseudo_inverse(ir::Graph& g, ir::Value s, double rcond);
+// x = Vh^T diag(inverse_s) U^T b: U [B, m, k], Vh [B, k, n], inverse_s [B, k], b [B, m, nrhs] -> [B, n, nrhs].
+ir::Value svd_solve(ir::Graph& g, ir::Value u, ir::Value vh, ir::Value inverse_s, ir::Value b);
+
 }  // namespace tpu::lowering
