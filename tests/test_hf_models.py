@@ -173,6 +173,19 @@ def test_report_runs_a_mixture_of_experts_model_natively():
     assert [p["status"] for p in progress] == ["config", "errors"]
 
 
+# One type of each family after causal LM, with the inputs of its kind (text ids, class
+# labels, pixel values, raw audio): the report's slice across families.
+@pytest.mark.parametrize("model_type, family", [
+    ("t5", "seq2seq-lm"), ("albert", "masked-lm"), ("canine", "sequence-classification"),
+    ("vit", "image-classification"), ("resnet", "image-classification"), ("wav2vec2", "audio-classification"),
+])
+def test_report_runs_a_model_of_each_family_natively(model_type, family):
+    from torch_tpu.tools import hf_report
+
+    record = hf_report.run_model(model_type, "strict")
+    assert (record["family"], record["status"]) == (family, "native"), record
+
+
 def test_report_runs_a_model_compiled():
     # compile mode: forward (and with it backward) through torch.compile(backend="tpu"),
     # generate's decode steps too; graph breaks allowed and counted

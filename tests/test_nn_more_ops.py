@@ -384,3 +384,29 @@ def test_embedding_bag(mode):
         check_grads(fn, w, idx, torch.tensor([0, 3, 3, 7, 9]), psw)
     else:
         check(lambda ww, i: F.embedding_bag(i, ww, mode=mode), w.bfloat16(), idx.reshape(3, 3).int(), **BF16)
+
+
+# ------------------------------------------------------------ weight normalisation
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_weight_norm_matches_cpu_forward_and_backward(dim, dtype):
+    # dim 0 and the last run the fused _weight_norm_interface (and its backward); other
+    # dims ATen's composite. wav2vec2's positional convolution is weight-normalised.
+    v = make((4, 3, 5), dtype, 0)
+    g = torch.norm_except_dim(v.float(), 2, dim).to(dtype) * 1.5
+    tol = BF16 if dtype == torch.bfloat16 else {}
+    check(lambda v, g: torch._weight_norm(v, g, dim), v, g, **tol)
+    check_grads(lambda v, g: torch._weight_norm(v, g, dim) * torch.arange(60.0, device=v.device).view(4, 3, 5), v, g,
+                **tol)
+
+
+def test_weight_norm_interface_returns_the_norms_and_refuses_a_middle_dim():
+    v, g = make((4, 3, 5), seed=1), make((4, 1, 1), seed=2)
+    w_cpu, norms_cpu = torch._weight_norm_interface(v, g, 0)
+    w, norms = torch._weight_norm_interface(v.to("tpu"), g.to("tpu"), 0)
+    assert_close(w.cpu(), w_cpu)
+    assert_close(norms.cpu(), norms_cpu)
+    assert norms.shape == g.shape
+    with pytest.raises(RuntimeError, match="first or last dim"):
+        torch._weight_norm_interface(v.to("tpu"), make((1, 3, 1)).to("tpu"), 1)

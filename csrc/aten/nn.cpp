@@ -738,6 +738,57 @@ std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad,
   return {gi, gw};
 }
 
+// torch.nn.utils.weight_norm's fused primitive (dim 0 or the last): w = v * (g / ||v||)
+// over every other dim, and the norms (float for a bfloat16 g, as on CPU), computed in
+// the opmath type; g has v's rank with size 1 but along dim.
+ir::Shape weight_norm_gain_shape(const at::Tensor& v, int64_t dim) {
+  ir::Shape shape(v.dim(), 1);
+  shape[dim] = v.size(dim);
+  return shape;
+}
+void check_weight_norm(const at::Tensor& v, const at::Tensor& g, int64_t dim) {
+  TORCH_CHECK(dim == 0 || dim == v.dim() - 1, "fused kernels can only be applied for first or last dim");
+  TORCH_CHECK(g.numel() == v.size(dim), "weight_norm: g must have one element per slice of v along dim ", dim);
+  check_floating("weight_norm", v);
+}
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface(const at::Tensor& v, const at::Tensor& g, int64_t dim) {
+  check_weight_norm(v, g, dim);
+  c10::ScalarType norm_type = g.scalar_type() == c10::kBFloat16 ? c10::kFloat : g.scalar_type();
+  c10::DeviceGuard guard(v.device());
+  at::Tensor w = at::empty(v.sizes(), v.options());
+  at::Tensor norms = at::empty(g.sizes(), g.options().dtype(norm_type));
+  if (v.numel() == 0) return {w, norms};
+  Program p("_weight_norm_interface", v.device());
+  ir::Graph& graph = p.graph();
+  c10::ScalarType compute = lowering::opmath_type(v.scalar_type());
+  ir::Value gain = ir::reshape(graph, p.read_as(g, compute), weight_norm_gain_shape(v, dim));
+  lowering::WeightNorm r = lowering::weight_norm(graph, p.read_as(v, compute), gain, dim);
+  p.write(w, r.w);
+  p.write(norms, ir::reshape(graph, r.norms, to_shape(g.sizes())));
+  p.run();
+  return {w, norms};
+}
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tensor& grad_w, const at::Tensor& v,
+                                                                  const at::Tensor& g, const at::Tensor& norms,
+                                                                  int64_t dim) {
+  check_weight_norm(v, g, dim);
+  c10::DeviceGuard guard(v.device());
+  at::Tensor grad_v = at::empty(v.sizes(), v.options());
+  at::Tensor grad_g = at::empty(g.sizes(), g.options());
+  if (v.numel() == 0) return {grad_v, grad_g};
+  Program p("_weight_norm_interface_backward", v.device());
+  ir::Graph& graph = p.graph();
+  c10::ScalarType compute = lowering::opmath_type(v.scalar_type());
+  ir::Shape gain_shape = weight_norm_gain_shape(v, dim);
+  auto [gv, gg] = lowering::weight_norm_backward(graph, p.read_as(grad_w, compute), p.read_as(v, compute),
+                                                 ir::reshape(graph, p.read_as(g, compute), gain_shape),
+                                                 ir::reshape(graph, p.read_as(norms, compute), gain_shape), dim);
+  p.write(grad_v, gv);
+  p.write(grad_g, ir::reshape(graph, gg, to_shape(g.sizes())));
+  p.run();
+  return {grad_v, grad_g};
+}
+
 int64_t glu_dim(const at::Tensor& self, int64_t dim) {
   TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
   int64_t d = lowering::wrap_dim(dim, self.dim());
@@ -1402,6 +1453,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("log_sigmoid_backward.grad_input", log_sigmoid_backward_out);
   m.impl("_prelu_kernel", prelu_kernel);
   m.impl("_prelu_kernel_backward", prelu_kernel_backward);
+  m.impl("_weight_norm_interface", weight_norm_interface);
+  m.impl("_weight_norm_interface_backward", weight_norm_interface_backward);
   m.impl("glu", glu);
   m.impl("glu.out", glu_out);
   m.impl("glu_backward", glu_backward);

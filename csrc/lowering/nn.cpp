@@ -992,4 +992,24 @@ Value ctc_loss_backward(ir::Graph& g, Value grad, Value log_probs, Value targets
   return ir::select(g, valid, gi, ir::full(g, k.dt, 0, tnc));
 }
 
+WeightNorm weight_norm(ir::Graph& g, Value v, Value gain, int64_t dim) {
+  const ir::Shape shape = g.type(v).shape;
+  ir::Dims reduced = dims_except(dim, static_cast<int64_t>(shape.size()));
+  DType dt = g.type(v).dtype;
+  Value norms = ir::unary(g, ir::Op::Sqrt, sum(g, mul(g, v, v), reduced, true, dt, dt));
+  Value scale = div(g, gain, norms);
+  return {mul(g, v, ir::broadcast_to(g, scale, shape)), norms};
+}
+
+std::pair<Value, Value> weight_norm_backward(ir::Graph& g, Value grad_w, Value v, Value gain, Value norms,
+                                             int64_t dim) {
+  const ir::Shape shape = g.type(v).shape;
+  ir::Dims reduced = dims_except(dim, static_cast<int64_t>(shape.size()));
+  DType dt = g.type(v).dtype;
+  Value grad_g = div(g, sum(g, mul(g, grad_w, v), reduced, true, dt, dt), norms);
+  Value grad_v = mul(g, ir::broadcast_to(g, div(g, gain, norms), shape),
+                     sub(g, grad_w, mul(g, v, ir::broadcast_to(g, div(g, grad_g, norms), shape))));
+  return {grad_v, grad_g};
+}
+
 }  // namespace tpu::lowering

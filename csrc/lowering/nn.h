@@ -106,6 +106,17 @@ ir::Value log_sigmoid_backward(ir::Graph& g, ir::Value grad, ir::Value x);
 // x > 0 ? x : w * x, and its gradients with respect to x and w.
 ir::Value prelu(ir::Graph& g, ir::Value x, ir::Value w);
 std::pair<ir::Value, ir::Value> prelu_backward(ir::Graph& g, ir::Value grad, ir::Value x, ir::Value w);
+
+// Weight normalisation over every dim but `dim` (0 or the last), all in one
+// floating dtype: norms = ||v|| kept as g's shape, w = v * (g / norms).
+struct WeightNorm {
+  ir::Value w, norms;
+};
+WeightNorm weight_norm(ir::Graph& g, ir::Value v, ir::Value gain, int64_t dim);
+// Its gradients from grad_w and the saved v, g and norms: grad_g = sum(grad_w * v) / norms,
+// grad_v = (g / norms) * (grad_w - v * grad_g / norms).
+std::pair<ir::Value, ir::Value> weight_norm_backward(ir::Graph& g, ir::Value grad_w, ir::Value v, ir::Value gain,
+                                                     ir::Value norms, int64_t dim);
 // a * sigmoid(b) for the two halves of x along `dim`; the backward returns the gradient of x.
 ir::Value glu(ir::Graph& g, ir::Value x, int64_t dim);
 ir::Value glu_backward(ir::Graph& g, ir::Value grad, ir::Value x, int64_t dim);

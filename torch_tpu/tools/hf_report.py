@@ -1,12 +1,15 @@
-"""Hugging Face causal-LM report: every causal-LM architecture of the installed
-transformers, built tiny and random, trained one step and generating on CPU and on tpu.
+"""Hugging Face model report: every architecture of the installed transformers that has
+a head of a reported family, built tiny and random, trained one step (and generating, where
+it generates) on CPU and on tpu.
 
-For each model type a small config is made from the type's default one (2 layers,
+Families, each type reported with the first that lists it (FAMILIES): causal LM, seq2seq
+LM, masked LM, sequence classification (text), image classification (pixel values),
+audio classification (raw audio values). For each model type a small config is made from the type's default one (2 layers,
 hidden size 64, 4 heads, vocabulary 256, dropout 0, and fewer experts where there are
 experts), the model is built on CPU with a fixed seed, its parameters get a little
 seeded noise (see `jitter`), and it is copied to tpu. Both copies
 then run a forward pass with labels (logits and loss), the backward pass (every
-parameter's gradient) and a greedy `generate` of 4 tokens, and the tpu results are
+parameter's gradient) and, for the LM families, a greedy `generate` of 4 tokens, and the tpu results are
 compared with CPU's (a value outside the tolerance also matches when its error against
 the same model run in float64 on CPU is at most twice CPU's own). Each model type is
 classified:
@@ -18,13 +21,14 @@ classified:
   config    the tiny model could not be built or run on CPU, or the config kept more
             than MAX_PARAMETERS parameters (a nested config not shrunk): not counted
 
-    python -m torch_tpu.tools.hf_report [--models gpt2,llama] [--mode strict|fused|compile]
-        [--timeout 300] [--out-dir reports]
+    python -m torch_tpu.tools.hf_report [--models gpt2,llama | --families masked-lm,...]
+        [--mode strict|fused|compile] [--timeout 300] [--out-dir reports]
 
 writes <out-dir>/hf_models.json and <out-dir>/hf_models.md; the last printed line is
 `native: N/M models (P%)`. Each model type runs in its own process.
 """
 import argparse
+import collections
 import copy
 import json
 import os
@@ -51,6 +55,19 @@ TINY = {
     # sparse-attention indexers (DeepSeek V3.2 and kin)
     "index_head_dim": 16, "index_n_heads": 2, "index_topk": 8,
 }
+# Further sizes for the families after causal LM (kept apart so that the causal-LM report's
+# configs stay as they were measured).
+TINY_OTHER_FAMILIES = {
+    # encoders and seq2seq models spelled otherwise (T5 and kin)
+    "d_model": 64, "d_ff": 128, "d_kv": 16, "num_layers": 2, "num_decoder_layers": 2, "num_heads": 4,
+    # vision: a small image, a few channels per stage, one block per stage
+    "image_size": 32, "embed_dim": 16, "hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1],
+    # audio: a short feature encoder
+    "conv_dim": [32, 32], "conv_stride": [5, 2], "conv_kernel": [10, 3], "num_conv_pos_embeddings": 16,
+    "num_conv_pos_embedding_groups": 4,
+}
+# A list-valued size keeps the default's length: the tiny list is cut or its last item repeated.
+LIST_SIZES = ("hidden_sizes", "depths", "conv_dim", "conv_stride", "conv_kernel")
 _INKLING2 = {"unpadded_vocab_size": 256, "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 16,
              "sliding_window_size": 8, "rel_extent": 16, "d_rel": 8, "n_layers_per_attn_res_block": 1}
 # Types whose default config the generic shrinking above does not fit: constructor arguments
@@ -89,6 +106,21 @@ OVERRIDES = {
     "zaya": {"num_experts_per_tok": 1},
 }
 BATCH, SEQ, NEW_TOKENS = 2, 16, 4
+AUDIO_SAMPLES = 1600
+Family = collections.namedtuple("Family", "name mapping auto_class inputs generates")
+# In the order a type is looked up: the first family whose mapping (in
+# transformers.models.auto.modeling_auto) lists a type is the head it is reported with.
+FAMILIES = (
+    Family("causal-lm", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "AutoModelForCausalLM", "text", True),
+    Family("seq2seq-lm", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "AutoModelForSeq2SeqLM", "text", True),
+    Family("masked-lm", "MODEL_FOR_MASKED_LM_MAPPING_NAMES", "AutoModelForMaskedLM", "text", False),
+    Family("sequence-classification", "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+           "AutoModelForSequenceClassification", "text-classes", False),
+    Family("image-classification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+           "AutoModelForImageClassification", "image", False),
+    Family("audio-classification", "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
+           "AutoModelForAudioClassification", "audio", False),
+)
 LOGITS_TOL = dict(rtol=1e-4, atol=1e-4)
 GRAD_TOL = dict(rtol=1e-3, atol=1e-4)
 MAX_PARAMETERS = 20_000_000
@@ -98,8 +130,28 @@ FLOAT64_RULE_FACTOR = 2.0
 
 
 def causal_lm_types():
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-    return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    return model_types(["causal-lm"])
+
+
+def model_types(families=None):
+    """The model types of `families` (names; default all), each listed once, sorted."""
+    wanted = set(families or [f.name for f in FAMILIES])
+    return sorted(t for t, f in _family_by_type().items() if f.name in wanted)
+
+
+def _family_by_type():
+    from transformers.models.auto import modeling_auto
+
+    found = {}
+    for family in FAMILIES:
+        for model_type in getattr(modeling_auto, family.mapping):
+            found.setdefault(model_type, family)
+    return found
+
+
+def family_of(model_type):
+    """The family a type is reported with (causal LM for a type no mapping lists)."""
+    return _family_by_type().get(model_type, FAMILIES[0])
 
 
 def tiny_config(model_type):
@@ -108,8 +160,16 @@ def tiny_config(model_type):
     default = AutoConfig.for_model(model_type)
     # Passed to the constructor, so that what a config derives from them (head_dim from the
     # rotary dims, per-layer lists) follows.
-    sizes = {name: value for name, value in TINY.items()
+    tiny = TINY if family_of(model_type) is FAMILIES[0] else dict(TINY, **TINY_OTHER_FAMILIES)
+    sizes = {name: value for name, value in tiny.items()
              if getattr(default, name, None) is not None and not _read_only(default, name)}
+    for name in LIST_SIZES:
+        if name in sizes:
+            if not isinstance(getattr(default, name), (list, tuple)):
+                del sizes[name]
+                continue
+            count = len(getattr(default, name))
+            sizes[name] = (list(sizes[name]) + list(sizes[name][-1:]) * count)[:count]
     # None means "derive it", but some models read head_dim / num_key_value_heads as they are.
     if getattr(default, "qk_rope_head_dim", None) is not None:
         sizes.pop("head_dim", None)  # latent attention derives it from the rotary and other dims
@@ -125,6 +185,8 @@ def tiny_config(model_type):
             sizes.pop(name, None)
         else:
             sizes[name] = value() if callable(value) else value
+    if getattr(default, "pad_token_id", 0) is None:  # classification of a batch finds its last token by padding
+        sizes["pad_token_id"] = 0
     for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
         token = getattr(default, name, None)
         if isinstance(token, int) and token >= TINY["vocab_size"]:
@@ -143,6 +205,8 @@ def tiny_config(model_type):
     for name, value in sizes.items():  # a constructor that ignored a size (not one that derived another)
         if getattr(config, name, None) == getattr(default, name) != value:
             shrink(name, value)
+    if family_of(model_type).name == "seq2seq-lm" and getattr(config, "decoder_start_token_id", None) is None:
+        shrink("decoder_start_token_id", getattr(config, "pad_token_id", None) or 0)  # as pretrained T5s set it
     for name in dir(config):  # dropouts off: the comparison needs the same function
         if ("dropout" in name or name.endswith("_pdrop")) and isinstance(getattr(config, name, None), float):
             shrink(name, 0.0)
@@ -194,16 +258,43 @@ def jitter(model, scale=0.02):
                 p.add_(torch.randn(p.shape, generator=g, dtype=p.dtype) * scale)
 
 
-def _run(model, ids):
-    """(logits, loss, {name: grad}, generated ids) of one forward/backward and a greedy generate."""
+def make_inputs(family, config):
+    """The model's keyword inputs with labels, made locally (seeded)."""
     import torch
 
-    out = model(input_ids=ids, labels=ids)
+    g = torch.Generator().manual_seed(0)
+    classes = lambda: torch.randint(0, config.num_labels, (BATCH,), generator=g)  # noqa: E731
+    if family.inputs == "image":
+        size = getattr(config, "image_size", None) or 32  # convnets take any size: 32
+        size = size if isinstance(size, int) else list(size.values() if isinstance(size, dict) else size)[0]
+        pixels = torch.randn(BATCH, getattr(config, "num_channels", 3), size, size, generator=g)
+        return {"pixel_values": pixels, "labels": classes()}
+    if family.inputs == "audio":
+        return {"input_values": torch.randn(BATCH, AUDIO_SAMPLES, generator=g), "labels": classes()}
+    ids = torch.randint(1, getattr(config, "vocab_size", None) or 256, (BATCH, SEQ), generator=g)
+    return {"input_ids": ids, "labels": classes() if family.inputs == "text-classes" else ids}
+
+
+def _moved(inputs, device=None, dtype=None):
+    """The inputs on `device`, floating ones in `dtype` (both optional)."""
+    return {k: v.to(device=device, dtype=dtype if dtype is not None and v.is_floating_point() else None)
+            for k, v in inputs.items()}
+
+
+def _run(model, inputs, family):
+    """(logits, loss, {name: grad}, generated ids or None) of one forward/backward and, for a
+    family that generates, a greedy generate from the first half of the inputs' ids."""
+    import torch
+
+    out = model(**inputs)
     out.loss.backward()
     grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
-    with torch.no_grad():
-        generated = model.generate(ids[:, : SEQ // 2], attention_mask=torch.ones_like(ids[:, : SEQ // 2]),
-                                   max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
+    generated = None
+    if family.generates:
+        prompt = inputs["input_ids"][:, : SEQ // 2]
+        with torch.no_grad():
+            generated = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=NEW_TOKENS,
+                                       do_sample=False, pad_token_id=0)
     return out.logits, out.loss, grads, generated
 
 
@@ -294,6 +385,8 @@ def _compare(got, expected, reference):
                 continue
             detail = [ln.strip() for ln in str(exc).splitlines() if ln.strip().startswith("Greatest")]
             return _first_line("%s: %s" % (what, "; ".join(detail) or str(exc))), by_float64
+    if got[3] is None:
+        return None, by_float64
     generated, e_generated = got[3].cpu(), expected[3]
     if not torch.equal(generated, e_generated):
         try:
@@ -307,29 +400,30 @@ def _compare(got, expected, reference):
 
 
 def run_model(model_type, mode, progress=lambda record: None):
-    """One model type in this process: a record {model, status, ...}. `progress(record)`
+    """One model type in this process: a record {model, family, status, ...}. `progress(record)`
     gets what the record would say if the process ended at that point."""
     import torch
     import torch_tpu
-    from transformers import AutoModelForCausalLM
+    import transformers
 
-    record = {"model": model_type, "mode": mode}
+    family = family_of(model_type)
+    auto_class = getattr(transformers, family.auto_class)
+    record = {"model": model_type, "family": family.name, "mode": mode}
     progress(dict(record, status="config", error="the process ended while the model was built or run on CPU"))
     try:
         config = tiny_config(model_type)
         with torch.device("meta"):  # a config the shrinking missed (nested ones) can be huge
-            size = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
+            size = sum(p.numel() for p in auto_class.from_config(config).parameters())
         if size > MAX_PARAMETERS:
             record.update(status="config", error="%d parameters after shrinking the config" % size)
             return record
         torch.manual_seed(0)
-        cpu_model = AutoModelForCausalLM.from_config(config).eval()
+        cpu_model = auto_class.from_config(config).eval()
         jitter(cpu_model)
         tpu_model = copy.deepcopy(cpu_model)
-        ids = torch.randint(1, config.vocab_size if hasattr(config, "vocab_size") else 256, (BATCH, SEQ),
-                            generator=torch.Generator().manual_seed(0))
+        inputs = make_inputs(family, config)
         with _TopkRecorder() as cpu_topk:
-            expected = _run(cpu_model, ids)
+            expected = _run(cpu_model, inputs, family)
     except Exception as exc:  # noqa: BLE001 - not the backend's doing; recorded
         record.update(status="config", error=_first_line("%s: %s" % (type(exc).__name__, exc)))
         return record
@@ -350,7 +444,7 @@ def run_model(model_type, mode, progress=lambda record: None):
             graphs_before = _compile.stats()["compiled_graphs"]
             model.forward = torch.compile(model.forward, backend="tpu")
         with _TopkRecorder() as tpu_topk:
-            got = _run(model, ids.to("tpu"))
+            got = _run(model, _moved(inputs, "tpu"), family)
         tpu_topk_calls[:] = tpu_topk.calls
         torch.tpu.synchronize()
         if mode == "compile":  # graph breaks are allowed, and counted
@@ -378,7 +472,7 @@ def run_model(model_type, mode, progress=lambda record: None):
         record["fallback_ops"] = torch_tpu.metrics()["fallback_ops"]
     record["tpu_seconds"] = time.perf_counter() - start
     mismatch, record["matched_by_float64"] = _compare(
-        got, expected, lambda: _run(copy.deepcopy(tpu_model).double(), ids))
+        got, expected, lambda: _run(copy.deepcopy(tpu_model).double(), _moved(inputs, dtype=torch.float64), family))
     if mismatch:
         tie = _tie_order_call(cpu_topk.calls, tpu_topk_calls)
         if tie is not None:
@@ -435,15 +529,22 @@ def fallback_histogram(records):
 
 def markdown(records, mode, transformers_version):
     counts, total = summarize(records)
-    lines = ["# Hugging Face causal LMs on tpu (%s mode, transformers %s)" % (mode, transformers_version), "",
-             "Tiny random models (torch_tpu/tools/hf_report.py): forward with labels, backward, greedy "
-             "generate of %d tokens, compared with CPU." % NEW_TOKENS, "",
+    lines = ["# Hugging Face models on tpu (%s mode, transformers %s)" % (mode, transformers_version), "",
+             "Tiny random models (torch_tpu/tools/hf_report.py): forward with labels, backward and, for the LM "
+             "families, a greedy generate of %d tokens, compared with CPU." % NEW_TOKENS, "",
              ", ".join("%s %d" % (s, counts[s]) for s in STATUSES) + " of %d models built on CPU; "
              "config (not built or not run on CPU, not counted) %d." % (total, len(records) - total), "",
-             "| model | status | detail |", "|---|---|---|"]
+             "| family | native | fallback | fails | errors | config |", "|---|---|---|---|---|---|"]
+    for name in [f.name for f in FAMILIES]:
+        of = [r for r in records if r.get("family", "causal-lm") == name]
+        if of:
+            lines.append("| %s | %s | %d |" % (name, " | ".join(str(sum(r["status"] == s for r in of)) for s in STATUSES),
+                                              sum(r["status"] not in STATUSES for r in of)))
+    lines += ["", "| model | family | status | detail |", "|---|---|---|---|"]
     for r in records:
         detail = r.get("error") or (", ".join(sorted(r.get("fallback_ops", {}))) if r.get("fallback_ops") else "")
-        lines.append("| %s | %s | %s |" % (r["model"], r["status"], detail.replace("|", "\\|")))
+        lines.append("| %s | %s | %s | %s |" % (r["model"], r.get("family", "causal-lm"), r["status"],
+                                                detail.replace("|", "\\|")))
     histogram = fallback_histogram(records)
     if histogram:
         lines += ["", "## Ops that fall back", "", "| op | models | calls |", "|---|---|---|"]
@@ -453,7 +554,9 @@ def markdown(records, mode, transformers_version):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=None, help="comma-separated model types (default: all causal LMs)")
+    parser.add_argument("--models", default=None, help="comma-separated model types (default: every type of --families)")
+    parser.add_argument("--families", default=None,
+                        help="comma-separated families (default all): " + ", ".join(f.name for f in FAMILIES))
     parser.add_argument("--mode", default="strict", choices=("strict", "fused", "compile", "debug"))
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model type")
     parser.add_argument("--out-dir", default="reports")
@@ -469,7 +572,7 @@ def main(argv=None):
         return 0
     import transformers
 
-    models = args.models.split(",") if args.models else causal_lm_types()
+    models = args.models.split(",") if args.models else model_types(args.families.split(",") if args.families else None)
     records = []
     started = time.perf_counter()
     for i, model_type in enumerate(models):
