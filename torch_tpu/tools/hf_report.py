@@ -68,6 +68,9 @@ TINY_OTHER_FAMILIES = {
 }
 # A list-valued size keeps the default's length: the tiny list is cut or its last item repeated.
 LIST_SIZES = ("hidden_sizes", "depths", "conv_dim", "conv_stride", "conv_kernel")
+# Per-stage head counts (Swin, PVT, SegFormer, ...) where a config keeps them in a list: one
+# head per 16 channels of the stages above.
+STAGE_HEADS = [1, 2, 4, 8]
 _INKLING2 = {"unpadded_vocab_size": 256, "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 16,
              "sliding_window_size": 8, "rel_extent": 16, "d_rel": 8, "n_layers_per_attn_res_block": 1}
 # Types whose default config the generic shrinking above does not fit: constructor arguments
@@ -106,7 +109,7 @@ OVERRIDES = {
     "zaya": {"num_experts_per_tok": 1},
 }
 BATCH, SEQ, NEW_TOKENS = 2, 16, 4
-AUDIO_SAMPLES = 1600
+AUDIO_SAMPLES = 16000  # a second at 16 kHz: enough frames after every feature encoder's strides
 Family = collections.namedtuple("Family", "name mapping auto_class inputs generates")
 # In the order a type is looked up: the first family whose mapping (in
 # transformers.models.auto.modeling_auto) lists a type is the head it is reported with.
@@ -170,6 +173,11 @@ def tiny_config(model_type):
                 continue
             count = len(getattr(default, name))
             sizes[name] = (list(sizes[name]) + list(sizes[name][-1:]) * count)[:count]
+    if tiny is not TINY:
+        for name in ("num_heads", "num_attention_heads"):
+            if isinstance(getattr(default, name, None), (list, tuple)):
+                count = len(getattr(default, name))
+                sizes[name] = (STAGE_HEADS + STAGE_HEADS[-1:] * count)[:count]
     # None means "derive it", but some models read head_dim / num_key_value_heads as they are.
     if getattr(default, "qk_rope_head_dim", None) is not None:
         sizes.pop("head_dim", None)  # latent attention derives it from the rotary and other dims
