@@ -151,7 +151,11 @@ template <auto kKernel, OpName kName>
 void impl_variants(torch::Library& m, OverloadNames names = {}) {
   const std::string base = kName.chars;
   if (names.functional) m.impl((base + names.functional).c_str(), functional_overload<kKernel, kName>);
-  if (names.inplace) m.impl((base + names.inplace).c_str(), inplace_overload<kKernel, kName>);
+  if constexpr (requires { detail::InplaceOverload<kKernel, kName>::call; }) {  // self comes first
+    if (names.inplace) m.impl((base + names.inplace).c_str(), inplace_overload<kKernel, kName>);
+  } else {
+    TORCH_CHECK(names.inplace == nullptr, kName.chars, ": an in-place overload needs self first");
+  }
   if (names.out) m.impl((base + names.out).c_str(), out_overload<kKernel, kName>);
 }
 

@@ -54,20 +54,10 @@ at::Tensor float_unary(const char* op, Fn1 fn, bool half_ok, const at::Tensor& s
                      [fn](ir::Graph& g, const std::vector<ir::Value>& v) { return fn(g, v[0]); }, out, inplace);
 }
 
-#define UNARY_FUNCTIONAL_OUT(NAME, FN, HALF_OK)                                         \
-  at::Tensor NAME##_fn(const at::Tensor& self) {                                      \
-    return float_unary(#NAME, FN, HALF_OK, self, nullptr, false);                     \
-  }                                                                                   \
-  at::Tensor& NAME##_out(const at::Tensor& self, at::Tensor& out) {                   \
-    float_unary(#NAME, FN, HALF_OK, self, &out, false);                               \
-    return out;                                                                       \
-  }
-#define UNARY_INPLACE(NAME, FN, HALF_OK)                                                \
-  UNARY_FUNCTIONAL_OUT(NAME, FN, HALF_OK)                                             \
-  at::Tensor& NAME##_inplace(at::Tensor& self) {                                      \
-    float_unary(#NAME, FN, HALF_OK, self, &self, true);                               \
-    return self;                                                                      \
-  }
+template <Fn1 kFn, bool kHalfOk>
+at::Tensor float_unary_kernel(Overload o, const at::Tensor& self) {
+  return float_unary(o.name, kFn, kHalfOk, self, o.out, o.inplace);
+}
 
 // Ops with an in-place variant.
 #define INPLACE_UNARY_OPS(X) \
@@ -97,23 +87,16 @@ at::Tensor float_unary(const char* op, Fn1 fn, bool half_ok, const at::Tensor& s
   X(special_scaled_modified_bessel_k1, sp::scaled_modified_bessel_k1, false)        \
   X(special_spherical_bessel_j0, sp::spherical_bessel_j0, false)                    \
   X(special_airy_ai, sp::airy_ai, false)
-INPLACE_UNARY_OPS(UNARY_INPLACE)
-PLAIN_UNARY_OPS(UNARY_FUNCTIONAL_OUT)
 
 // ------------------------------------------------------------ polygamma, mvlgamma
 
-at::Tensor polygamma_op(int64_t n, const at::Tensor& self, const at::Tensor* out) {
+at::Tensor polygamma(Overload o, int64_t n, const at::Tensor& self) {
   TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
   c10::ScalarType result = float_type_for(self.scalar_type());
-  std::string name = "polygamma" + std::to_string(n) + (out != nullptr ? ".out" : "");
+  std::string name = o.name + std::to_string(n) + (o.out != nullptr ? ".out" : "");
   return elementwise(name.c_str(), {self}, lowering::opmath_type(result), result,
-                     [n](ir::Graph& g, const std::vector<ir::Value>& v) { return sp::polygamma(g, n, v[0]); }, out,
+                     [n](ir::Graph& g, const std::vector<ir::Value>& v) { return sp::polygamma(g, n, v[0]); }, o.out,
                      false);
-}
-at::Tensor polygamma_fn(int64_t n, const at::Tensor& self) { return polygamma_op(n, self, nullptr); }
-at::Tensor& polygamma_out(int64_t n, const at::Tensor& self, at::Tensor& out) {
-  polygamma_op(n, self, &out);
-  return out;
 }
 
 // mvlgamma itself is composite (lgamma of shifted copies, summed); out= is not.
@@ -142,29 +125,10 @@ at::Tensor binary_special(const char* op, Fn2 fn, Kind kind, bool half_ok, const
                      [fn](ir::Graph& g, const std::vector<ir::Value>& v) { return fn(g, v[0], v[1]); }, out, inplace);
 }
 
-#define BINARY_FUNCTIONAL_OUT(NAME, FN, KIND, HALF_OK, OPMATH)                                   \
-  at::Tensor NAME##_fn(const at::Tensor& a, const at::Tensor& b) {                              \
-    return binary_special(#NAME, FN, KIND, HALF_OK, a, b, nullptr, false, OPMATH);              \
-  }                                                                                             \
-  at::Tensor& NAME##_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {           \
-    binary_special(#NAME, FN, KIND, HALF_OK, a, b, &out, false, OPMATH);                        \
-    return out;                                                                                 \
-  }
-#define BINARY_INPLACE(NAME, FN, KIND, HALF_OK, OPMATH)                                          \
-  BINARY_FUNCTIONAL_OUT(NAME, FN, KIND, HALF_OK, OPMATH)                                        \
-  at::Tensor& NAME##_inplace(at::Tensor& a, const at::Tensor& b) {                              \
-    binary_special(#NAME, FN, KIND, HALF_OK, a, b, &a, true, OPMATH);                           \
-    return a;                                                                                   \
-  }
-
-BINARY_INPLACE(xlogy, sp::xlogy, Kind::PromoteToFloat, true, true)
-BINARY_INPLACE(nextafter, sp::nextafter, Kind::FloatingOnly, true, false)
-BINARY_INPLACE(igamma, sp::igamma, Kind::FloatingOnly, true, true)
-BINARY_INPLACE(igammac, sp::igammac, Kind::FloatingOnly, true, true)
-BINARY_FUNCTIONAL_OUT(special_xlog1py, sp::xlog1py, Kind::PromoteToFloat, true, true)
-BINARY_FUNCTIONAL_OUT(logaddexp, sp::logaddexp, Kind::FloatingOnly, true, true)
-BINARY_FUNCTIONAL_OUT(logaddexp2, sp::logaddexp2, Kind::FloatingOnly, true, true)
-BINARY_FUNCTIONAL_OUT(special_zeta, sp::zeta, Kind::PromoteToFloat, false, true)
+template <Fn2 kFn, Kind kKind, bool kHalfOk, bool kOpmath = true>
+at::Tensor binary_special_kernel(Overload o, const at::Tensor& a, const at::Tensor& b) {
+  return binary_special(o.name, kFn, kKind, kHalfOk, a, b, o.out, o.inplace, kOpmath);
+}
 
 void check_heaviside(const at::Tensor& self, const at::Tensor& values) {
   TORCH_CHECK(!self.is_complex() && !values.is_complex(),
@@ -172,42 +136,27 @@ void check_heaviside(const at::Tensor& self, const at::Tensor& values) {
   TORCH_CHECK(self.dtype() == values.dtype(),
               "heaviside is not yet implemented for tensors with different dtypes.");
 }
-at::Tensor heaviside_fn(const at::Tensor& self, const at::Tensor& values) {
+at::Tensor heaviside(Overload o, const at::Tensor& self, const at::Tensor& values) {
   check_heaviside(self, values);
-  return binary_special("heaviside", sp::heaviside, Kind::SameType, true, self, values, nullptr, false);
-}
-at::Tensor& heaviside_inplace(at::Tensor& self, const at::Tensor& values) {
-  check_heaviside(self, values);
-  binary_special("heaviside", sp::heaviside, Kind::SameType, true, self, values, &self, true);
-  return self;
-}
-at::Tensor& heaviside_out(const at::Tensor& self, const at::Tensor& values, at::Tensor& out) {
-  check_heaviside(self, values);
-  binary_special("heaviside", sp::heaviside, Kind::SameType, true, self, values, &out, false);
-  return out;
+  return binary_special(o.name, sp::heaviside, Kind::SameType, true, self, values, o.out, o.inplace);
 }
 
 // ------------------------------------------------------------ angle, frexp
 
 // angle: the argument of a complex value (atan2 of its parts, as std::arg); 0 or pi
 // for a real one, NaN kept.
-at::Tensor angle_op(const at::Tensor& self, const at::Tensor* out) {
-  const char* name = out != nullptr ? "angle.out" : "angle";
+at::Tensor angle(Overload o, const at::Tensor& self) {
+  const std::string name = variant(o);
   if (self.is_complex()) {
-    return elementwise(name, {self}, self.scalar_type(), c10::toRealValueType(self.scalar_type()),
+    return elementwise(name.c_str(), {self}, self.scalar_type(), c10::toRealValueType(self.scalar_type()),
                        [](ir::Graph& g, const std::vector<ir::Value>& v) {
                          return ir::binary(g, ir::Op::Atan2, ir::imag(g, v[0]), ir::real(g, v[0]));
                        },
-                       out);
+                       o.out);
   }
   c10::ScalarType result = float_type_for(self.scalar_type());
-  return elementwise(name, {self}, lowering::opmath_type(result), result,
-                     [](ir::Graph& g, const std::vector<ir::Value>& v) { return sp::angle_real(g, v[0]); }, out);
-}
-at::Tensor angle_fn(const at::Tensor& self) { return angle_op(self, nullptr); }
-at::Tensor& angle_out(const at::Tensor& self, at::Tensor& out) {
-  angle_op(self, &out);
-  return out;
+  return elementwise(name.c_str(), {self}, lowering::opmath_type(result), result,
+                     [](ir::Graph& g, const std::vector<ir::Value>& v) { return sp::angle_real(g, v[0]); }, o.out);
 }
 
 std::tuple<at::Tensor&, at::Tensor&> frexp_out(const at::Tensor& self, at::Tensor& mantissa, at::Tensor& exponent) {
@@ -253,27 +202,19 @@ int64_t recurrence_steps(const char* op, const at::Tensor& n, sp::Poly kind, c10
   return std::min(steps, limit - 1);
 }
 
-at::Tensor polynomial_op(const char* op, sp::Poly kind, const at::Tensor& x, const at::Tensor& n,
-                         const at::Tensor* out) {
+template <sp::Poly kKind>
+at::Tensor polynomial(Overload o, const at::Tensor& x, const at::Tensor& n) {
   c10::ScalarType result = float_type_for(at::result_type(x, n));
-  check_no_half(op, result);
-  int64_t steps = recurrence_steps(op, n, kind, result);
-  std::string name = std::string(op) + (out != nullptr ? ".out" : "") + "/" + std::to_string(steps);
+  check_no_half(o.name, result);
+  int64_t steps = recurrence_steps(o.name, n, kKind, result);
+  std::string name = variant(o) + "/" + std::to_string(steps);
   return elementwise(name.c_str(), {x, n}, result, result,
-                     [kind, steps](ir::Graph& g, const std::vector<ir::Value>& v) {
-                       return sp::polynomial(g, kind, v[0], v[1], steps);
+                     [steps](ir::Graph& g, const std::vector<ir::Value>& v) {
+                       return sp::polynomial(g, kKind, v[0], v[1], steps);
                      },
-                     out);
+                     o.out);
 }
 
-#define POLYNOMIAL_KERNELS(NAME, KIND)                                                              \
-  at::Tensor NAME##_fn(const at::Tensor& x, const at::Tensor& n) {                                \
-    return polynomial_op(#NAME, KIND, x, n, nullptr);                                             \
-  }                                                                                               \
-  at::Tensor& NAME##_out(const at::Tensor& x, const at::Tensor& n, at::Tensor& out) {             \
-    polynomial_op(#NAME, KIND, x, n, &out);                                                       \
-    return out;                                                                                   \
-  }
 #define POLYNOMIAL_OPS(X)                                                               \
   X(special_chebyshev_polynomial_t, sp::Poly::ChebyshevT)                               \
   X(special_chebyshev_polynomial_u, sp::Poly::ChebyshevU)                               \
@@ -287,45 +228,34 @@ at::Tensor polynomial_op(const char* op, sp::Poly kind, const at::Tensor& x, con
   X(special_hermite_polynomial_he, sp::Poly::HermiteHe)                                 \
   X(special_laguerre_polynomial_l, sp::Poly::Laguerre)                                  \
   X(special_legendre_polynomial_p, sp::Poly::Legendre)
-POLYNOMIAL_OPS(POLYNOMIAL_KERNELS)
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-#define REGISTER_PLAIN(NAME, FN, HALF_OK) \
-  m.impl(#NAME, NAME##_fn);               \
-  m.impl(#NAME ".out", NAME##_out);
-#define REGISTER_INPLACE(NAME, FN, HALF_OK) \
-  REGISTER_PLAIN(NAME, FN, HALF_OK)         \
-  m.impl(#NAME "_", NAME##_inplace);
+#define REGISTER_INPLACE(NAME, FN, HALF_OK) impl_variants<float_unary_kernel<FN, HALF_OK>, #NAME>(m);
+#define REGISTER_PLAIN(NAME, FN, HALF_OK) impl_variants<float_unary_kernel<FN, HALF_OK>, #NAME>(m, kFunctionalAndOut);
   INPLACE_UNARY_OPS(REGISTER_INPLACE)
   PLAIN_UNARY_OPS(REGISTER_PLAIN)
-  m.impl("polygamma", polygamma_fn);
-  m.impl("polygamma.out", polygamma_out);
+#undef REGISTER_PLAIN
+#undef REGISTER_INPLACE
+  impl_variants<polygamma, "polygamma">(m, kFunctionalAndOut);
   m.impl("mvlgamma.out", mvlgamma_out);
-  m.impl("xlogy.Tensor", xlogy_fn);
-  m.impl("xlogy_.Tensor", xlogy_inplace);
-  m.impl("xlogy.OutTensor", xlogy_out);
-  m.impl("nextafter", nextafter_fn);
-  m.impl("nextafter_", nextafter_inplace);
-  m.impl("nextafter.out", nextafter_out);
-  REGISTER_INPLACE(igamma, , )
-  REGISTER_INPLACE(igammac, , )
-  m.impl("heaviside", heaviside_fn);
-  m.impl("heaviside_", heaviside_inplace);
-  m.impl("heaviside.out", heaviside_out);
-  REGISTER_PLAIN(special_xlog1py, , )
-  REGISTER_PLAIN(logaddexp, , )
-  REGISTER_PLAIN(logaddexp2, , )
-  REGISTER_PLAIN(special_zeta, , )
-  m.impl("angle", angle_fn);
-  m.impl("angle.out", angle_out);
+  impl_variants<binary_special_kernel<sp::xlogy, Kind::PromoteToFloat, true>, "xlogy">(
+      m, {".Tensor", "_.Tensor", ".OutTensor"});
+  impl_variants<binary_special_kernel<sp::nextafter, Kind::FloatingOnly, true, false>, "nextafter">(m);
+  impl_variants<binary_special_kernel<sp::igamma, Kind::FloatingOnly, true>, "igamma">(m);
+  impl_variants<binary_special_kernel<sp::igammac, Kind::FloatingOnly, true>, "igammac">(m);
+  impl_variants<heaviside, "heaviside">(m);
+  impl_variants<binary_special_kernel<sp::xlog1py, Kind::PromoteToFloat, true>, "special_xlog1py">(
+      m, kFunctionalAndOut);
+  impl_variants<binary_special_kernel<sp::logaddexp, Kind::FloatingOnly, true>, "logaddexp">(m, kFunctionalAndOut);
+  impl_variants<binary_special_kernel<sp::logaddexp2, Kind::FloatingOnly, true>, "logaddexp2">(m, kFunctionalAndOut);
+  impl_variants<binary_special_kernel<sp::zeta, Kind::PromoteToFloat, false>, "special_zeta">(m, kFunctionalAndOut);
+  impl_variants<angle, "angle">(m, kFunctionalAndOut);
   m.impl("frexp.Tensor_out", frexp_out);
-#define REGISTER_POLYNOMIAL(NAME, KIND) REGISTER_PLAIN(NAME, , )
+#define REGISTER_POLYNOMIAL(NAME, KIND) impl_variants<polynomial<KIND>, #NAME>(m, kFunctionalAndOut);
   POLYNOMIAL_OPS(REGISTER_POLYNOMIAL)
 #undef REGISTER_POLYNOMIAL
-#undef REGISTER_INPLACE
-#undef REGISTER_PLAIN
 }
 
 }  // namespace tpu::aten
