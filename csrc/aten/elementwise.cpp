@@ -778,10 +778,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("polar.out", polar_out);
   m.impl("conj_physical.out", conj_physical_out);
   m.impl("conj_physical_", conj_physical_inplace);
-  impl_variants<arith_kernel<Binary::Add>, "add">(m, {".Tensor", "_.Tensor", ".out"});
-  impl_variants<arith_kernel<Binary::Sub>, "sub">(m, {".Tensor", "_.Tensor", ".out"});
-  impl_variants<mul_kernel, "mul">(m, {".Tensor", "_.Tensor", ".out"});
-  impl_variants<div_kernel, "div">(m, {".Tensor", "_.Tensor", ".out"});
+  // Tensor-suffixed functional and in-place overloads, a plain out= (add, sub, mul, div, copysign).
+  constexpr OverloadNames kTensorWithOut{".Tensor", "_.Tensor", ".out"};
+  impl_variants<arith_kernel<Binary::Add>, "add">(m, kTensorWithOut);
+  impl_variants<arith_kernel<Binary::Sub>, "sub">(m, kTensorWithOut);
+  impl_variants<mul_kernel, "mul">(m, kTensorWithOut);
+  impl_variants<div_kernel, "div">(m, kTensorWithOut);
   impl_variants<div_mode_kernel, "div">(m, {".Tensor_mode", "_.Tensor_mode", ".out_mode"});
   m.impl("rsub.Tensor", rsub_tensor);
   impl_variants<floor_divide_kernel, "floor_divide">(m, {"", "_.Tensor", ".out"});
@@ -825,7 +827,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   impl_variants<binary_kernel<Binary::BitXor>, "bitwise_xor">(m, kTensorOverloads);
   impl_variants<binary_kernel<Binary::ShiftLeft>, "bitwise_left_shift">(m, kTensorOverloads);
   impl_variants<binary_kernel<Binary::ShiftRight>, "bitwise_right_shift">(m, kTensorOverloads);
-  impl_variants<binary_kernel<Binary::CopySign>, "copysign">(m, {".Tensor", "_.Tensor", ".out"});
+  impl_variants<binary_kernel<Binary::CopySign>, "copysign">(m, kTensorWithOut);
   impl_variants<binary_kernel<Binary::Hypot>, "hypot">(m);
   m.impl("remainder.Scalar_Tensor", remainder_scalar_tensor);
   impl_variants<binary_kernel<Binary::Max>, "maximum">(m, kFunctionalAndOut);

@@ -41,15 +41,15 @@ void check_floating(const char* op, const at::Tensor& self, bool complex) {
               " input on tpu, got ", c10::toString(t));
 }
 
-// Runs `build` on self's value into `out` (when given) or a fresh tensor.
+// Runs `build` on self's value into o.out (when given) or a fresh tensor.
 template <typename Build>
-at::Tensor run_fft(const char* name, const at::Tensor& self, c10::IntArrayRef shape, c10::ScalarType dtype,
-                   const at::Tensor* out, Build build) {
+at::Tensor run_fft(Overload o, const at::Tensor& self, c10::IntArrayRef shape, c10::ScalarType dtype, Build build) {
+  const std::string name = variant(o);
   c10::DeviceGuard guard(self.device());
-  at::Tensor result = prepare_output(name, out, shape, dtype, self.device(), false);
-  TORCH_CHECK(out == nullptr || out->scalar_type() == dtype, name, ": expected out dtype ", dtype, " but got ",
-              out->scalar_type());
-  Program p(name, self.device());
+  at::Tensor result = prepare_output(name.c_str(), o.out, shape, dtype, self.device(), false);
+  TORCH_CHECK(o.out == nullptr || o.out->scalar_type() == dtype, name, ": expected out dtype ", dtype, " but got ",
+              o.out->scalar_type());
+  Program p(name.c_str(), self.device());
   p.write(result, build(p.graph(), p.read(self)));
   p.run();
   return result;
@@ -59,7 +59,7 @@ at::Tensor c2c(Overload o, const at::Tensor& self, c10::SymIntArrayRef dim_sym, 
   check_floating("_fft_c2c", self, true);
   std::vector<int64_t> dims = fft_dims(o.name, self, C10_AS_INTARRAYREF_SLOW(dim_sym));
   auto norm = norm_of(normalization);
-  return run_fft(variant(o).c_str(), self, self.sizes(), self.scalar_type(), o.out, [&](ir::Graph& g, ir::Value x) {
+  return run_fft(o, self, self.sizes(), self.scalar_type(), [&](ir::Graph& g, ir::Value x) {
     return lowering::fft_c2c(g, x, dims, norm, forward);
   });
 }
@@ -70,8 +70,7 @@ at::Tensor r2c(Overload o, const at::Tensor& self, c10::IntArrayRef dim, int64_t
   auto norm = norm_of(normalization);
   std::vector<int64_t> shape = self.sizes().vec();
   if (onesided) shape[dims.back()] = shape[dims.back()] / 2 + 1;
-  c10::ScalarType result = c10::toComplexType(self.scalar_type());
-  return run_fft(variant(o).c_str(), self, shape, result, o.out, [&](ir::Graph& g, ir::Value x) {
+  return run_fft(o, self, shape, c10::toComplexType(self.scalar_type()), [&](ir::Graph& g, ir::Value x) {
     return lowering::fft_r2c(g, x, dims, norm, onesided);
   });
 }
@@ -85,8 +84,7 @@ at::Tensor c2r(Overload o, const at::Tensor& self, c10::IntArrayRef dim, int64_t
   auto norm = norm_of(normalization);
   std::vector<int64_t> shape = self.sizes().vec();
   shape[dims.back()] = last_dim_size;
-  c10::ScalarType result = c10::toRealValueType(self.scalar_type());
-  return run_fft(variant(o).c_str(), self, shape, result, o.out, [&](ir::Graph& g, ir::Value x) {
+  return run_fft(o, self, shape, c10::toRealValueType(self.scalar_type()), [&](ir::Graph& g, ir::Value x) {
     return lowering::fft_c2r(g, x, dims, norm, last_dim_size);
   });
 }

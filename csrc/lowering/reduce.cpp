@@ -268,11 +268,10 @@ Value cumulative(ir::Graph& g, Value x, int64_t dim, ir::Combiner combiner, DTyp
 }
 
 ir::Value all_finite(ir::Graph& g, ir::Value x) {
-  const ir::Type& type = g.type(x);
-  ir::Value finite = g.add(ir::Op::IsFinite, {x}, ir::Type{ir::DType::Pred, type.shape});
-  ir::Dims all;
-  for (int64_t i = 0; i < g.type(x).rank(); ++i) all.push_back(i);
-  return ir::reduce(g, finite, ir::constant(g, ir::DType::Pred, 1), all, ir::Combiner::And);
+  const ir::Shape shape = g.type(x).shape;
+  ir::Value finite = g.add(ir::Op::IsFinite, {x}, ir::Type{ir::DType::Pred, shape});
+  return ir::reduce(g, finite, ir::constant(g, ir::DType::Pred, 1),
+                    reduction_dims({}, static_cast<int64_t>(shape.size())), ir::Combiner::And);
 }
 
 }  // namespace tpu::lowering

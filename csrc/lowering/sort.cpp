@@ -443,10 +443,10 @@ ir::Value histc(ir::Graph& g, ir::Value x, int64_t bins, ir::Value left, ir::Val
                                 ir::binary(g, ir::Op::Subtract, r, l));
   // Integer division truncates; below `left` (where that differs from floor) is outside anyway.
   ir::Value pos = ir::convert(g, integral ? scaled : unary(g, Unary::Floor, scaled), ir::DType::S64);
-  pos = ir::binary(g, ir::Op::Minimum, pos, ir::full(g, ir::DType::S64, static_cast<double>(bins - 1), {n}));
+  pos = ir::binary(g, ir::Op::Minimum, pos, s64_full(g, bins - 1, {n}));
   ir::Value inside = ir::binary(g, ir::Op::And, ir::compare(g, x, l, ir::Compare::GE),
                                 ir::compare(g, x, r, ir::Compare::LE));
-  pos = ir::select(g, inside, pos, ir::full(g, ir::DType::S64, -1, {n}));
+  pos = ir::select(g, inside, pos, s64_full(g, -1, {n}));
   return bin_counts(g, pos, std::nullopt, bins, acc);
 }
 

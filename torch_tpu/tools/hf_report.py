@@ -4,7 +4,8 @@ it generates) on CPU and on tpu.
 
 Families, each type reported with the first that lists it (FAMILIES): causal LM, seq2seq
 LM, masked LM, sequence classification (text), image classification (pixel values),
-audio classification (raw audio values). For each model type a small config is made from the type's default one (2 layers,
+audio classification (raw audio values). For each model type a small config is made
+from the type's default one (2 layers,
 hidden size 64, 4 heads, vocabulary 256, dropout 0, and fewer experts where there are
 experts), the model is built on CPU with a fixed seed, its parameters get a little
 seeded noise (see `jitter`), and it is copied to tpu. Both copies
@@ -30,6 +31,7 @@ writes <out-dir>/hf_models.json and <out-dir>/hf_models.md; the last printed lin
 import argparse
 import collections
 import copy
+import functools
 import json
 import os
 import subprocess
@@ -142,6 +144,7 @@ def model_types(families=None):
     return sorted(t for t, f in _family_by_type().items() if f.name in wanted)
 
 
+@functools.cache
 def _family_by_type():
     from transformers.models.auto import modeling_auto
 
@@ -163,7 +166,8 @@ def tiny_config(model_type):
     default = AutoConfig.for_model(model_type)
     # Passed to the constructor, so that what a config derives from them (head_dim from the
     # rotary dims, per-layer lists) follows.
-    tiny = TINY if family_of(model_type) is FAMILIES[0] else dict(TINY, **TINY_OTHER_FAMILIES)
+    family = family_of(model_type)
+    tiny = TINY if family is FAMILIES[0] else dict(TINY, **TINY_OTHER_FAMILIES)
     sizes = {name: value for name, value in tiny.items()
              if getattr(default, name, None) is not None and not _read_only(default, name)}
     for name in LIST_SIZES:
@@ -171,13 +175,11 @@ def tiny_config(model_type):
             if not isinstance(getattr(default, name), (list, tuple)):
                 del sizes[name]
                 continue
-            count = len(getattr(default, name))
-            sizes[name] = (list(sizes[name]) + list(sizes[name][-1:]) * count)[:count]
+            sizes[name] = _as_long_as(sizes[name], getattr(default, name))
     if tiny is not TINY:
         for name in ("num_heads", "num_attention_heads"):
             if isinstance(getattr(default, name, None), (list, tuple)):
-                count = len(getattr(default, name))
-                sizes[name] = (STAGE_HEADS + STAGE_HEADS[-1:] * count)[:count]
+                sizes[name] = _as_long_as(STAGE_HEADS, getattr(default, name))
     # None means "derive it", but some models read head_dim / num_key_value_heads as they are.
     if getattr(default, "qk_rope_head_dim", None) is not None:
         sizes.pop("head_dim", None)  # latent attention derives it from the rotary and other dims
@@ -213,12 +215,18 @@ def tiny_config(model_type):
     for name, value in sizes.items():  # a constructor that ignored a size (not one that derived another)
         if getattr(config, name, None) == getattr(default, name) != value:
             shrink(name, value)
-    if family_of(model_type).name == "seq2seq-lm" and getattr(config, "decoder_start_token_id", None) is None:
+    if family.name == "seq2seq-lm" and getattr(config, "decoder_start_token_id", None) is None:
         shrink("decoder_start_token_id", getattr(config, "pad_token_id", None) or 0)  # as pretrained T5s set it
     for name in dir(config):  # dropouts off: the comparison needs the same function
         if ("dropout" in name or name.endswith("_pdrop")) and isinstance(getattr(config, name, None), float):
             shrink(name, 0.0)
     return config
+
+
+def _as_long_as(values, default):
+    """`values` cut to the length of `default`, or its last item repeated up to it."""
+    values = list(values)
+    return (values + values[-1:] * len(default))[:len(default)]
 
 
 def _config_class(model_type, name):
