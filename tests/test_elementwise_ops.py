@@ -349,6 +349,11 @@ def test_lerp():
     check(torch.lerp, a, b[0], w[:, :1])  # broadcasting
     check(torch.lerp, a.bfloat16(), b.bfloat16(), 0.7, **BF16_TOL)
     check(torch.lerp, a, b, torch.tensor(0.25))  # 0-dim CPU weight
+    # A Python weight picks its formula on the host: both sides of |w| = 0.5, exact ends, NaN.
+    for weight in (0.0, 1.0, 0.5, 0.4999, -0.3, -0.7, 2.0, NAN):
+        expected = torch.lerp(a, b, weight)
+        exact = dict(rtol=0, atol=0) if weight in (0.0, 1.0) else {}
+        assert_close(torch.lerp(a.to("tpu"), b.to("tpu"), weight).cpu(), expected, equal_nan=True, **exact)
     with pytest.raises(RuntimeError, match="expected dtype float for `end` but got dtype double"):
         torch.lerp(a.to("tpu"), b.double().to("tpu"), 0.5)
     with pytest.raises(RuntimeError, match="not implemented for 'Long'"):

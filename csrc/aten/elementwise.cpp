@@ -453,8 +453,10 @@ at::Tensor clamp_one(Overload o, const at::Tensor& self, const Bound& b) {
 }
 
 // lerp: self, end (and a tensor weight) share one floating dtype.
+// A Scalar weight picks its formula on the host (`small`), so a program holds one
+// formula, not both and a select; a weight crossing |0.5| makes a second program.
 at::Tensor lerp_op(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, bool weight_is_tensor,
-                   const at::Tensor* out, bool inplace) {
+                   const at::Tensor* out, bool inplace, std::optional<bool> small = std::nullopt) {
   TORCH_CHECK(self.dtype() == end.dtype(), "expected dtype ", self.dtype(), " for `end` but got dtype ", end.dtype());
   if (weight_is_tensor)
     TORCH_CHECK(self.dtype() == weight.dtype(), "expected dtype ", self.dtype(), " for `weight` but got dtype ",
@@ -463,11 +465,13 @@ at::Tensor lerp_op(const at::Tensor& self, const at::Tensor& end, const at::Tens
   c10::ScalarType t = self.scalar_type();
   std::string name = variant("lerp", out, inplace);
   return elementwise(name.c_str(), {self, end, weight}, lowering::opmath_type(t), t,
-                     [](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::lerp(g, v[0], v[1], v[2]); },
+                     [small](ir::Graph& g, const std::vector<ir::Value>& v) {
+                       return lowering::lerp(g, v[0], v[1], v[2], small);
+                     },
                      out, inplace);
 }
 at::Tensor lerp_scalar_kernel(Overload o, const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
-  return lerp_op(self, end, scalar_operand(w), false, o.out, o.inplace);
+  return lerp_op(self, end, scalar_operand(w), false, o.out, o.inplace, std::abs(w.toComplexDouble()) < 0.5);
 }
 at::Tensor lerp_tensor_kernel(Overload o, const at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
   return lerp_op(self, end, w, true, o.out, o.inplace);

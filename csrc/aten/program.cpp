@@ -282,9 +282,39 @@ ir::Value Program::read_cpu_scalar(const at::Tensor& t, ir::DType dtype) {
   return v;
 }
 
+namespace {
+// A batch's lists hold hundreds of entries, and malloc serves blocks that large
+// (1 KiB up) only after merging its fast bins: a thread reuses its last batch's.
+Program::SpareLists& spare_lists() {
+  thread_local Program::SpareLists spare;
+  return spare;
+}
+}  // namespace
+
 void Program::reserve(size_t operands) {
+  SpareLists& spare = spare_lists();
+  if (arguments_.empty() && spare.arguments.capacity() >= operands) arguments_ = std::move(spare.arguments);
+  if (storages_.empty() && spare.storages.capacity() >= operands) storages_ = std::move(spare.storages);
+  if (storage_index_.empty()) storage_index_ = std::move(spare.storage_index);
   arguments_.reserve(operands);
   storages_.reserve(operands);
+}
+
+Program::~Program() {
+  SpareLists& spare = spare_lists();
+  // Only lists larger than those kept: a plain op's inline lists are never kept.
+  if (arguments_.capacity() > spare.arguments.capacity()) {
+    arguments_.clear();
+    spare.arguments = std::move(arguments_);
+  }
+  if (storages_.capacity() > spare.storages.capacity()) {
+    storages_.clear();
+    spare.storages = std::move(storages_);
+  }
+  if (storage_index_.capacity() > spare.storage_index.capacity()) {
+    storage_index_.clear();
+    spare.storage_index = std::move(storage_index_);
+  }
 }
 
 c10::Scalar cpu_scalar_value(const at::Tensor& t) {
@@ -303,6 +333,19 @@ c10::Scalar cpu_scalar_value(const at::Tensor& t) {
   return t.item();
 }
 
+namespace {
+size_t index_slot(const engine::StorageValue* value, size_t mask) {
+  return (reinterpret_cast<uintptr_t>(value) >> 4) * 0x9e3779b97f4a7c15ull >> 20 & mask;
+}
+}  // namespace
+
+void Program::index_storage(engine::StorageValue* value, uint32_t position) {
+  size_t mask = storage_index_.size() - 1;
+  size_t i = index_slot(value, mask);
+  while (storage_index_[i].first != nullptr) i = (i + 1) & mask;
+  storage_index_[i] = {value, position};
+}
+
 Program::StorageState* Program::find_storage(engine::StorageValue* value) {
   constexpr size_t kScanned = 16;
   if (storages_.size() <= kScanned) {
@@ -310,14 +353,25 @@ Program::StorageState* Program::find_storage(engine::StorageValue* value) {
       if (s.value == value) return &s;
     return nullptr;
   }
-  if (storage_index_.empty())
-    for (size_t i = 0; i < storages_.size(); ++i) storage_index_.emplace(storages_[i].value, i);
-  auto it = storage_index_.find(value);
-  return it == storage_index_.end() ? nullptr : &storages_[it->second];
+  // Half full at most: rebuilt at twice the size when storages_ outgrows that.
+  if (storage_index_.size() < 2 * storages_.size()) {
+    size_t size = 64;
+    while (size < 4 * storages_.size()) size *= 2;
+    storage_index_.assign(size, {nullptr, 0});
+    for (size_t i = 0; i < storages_.size(); ++i) index_storage(storages_[i].value, static_cast<uint32_t>(i));
+  }
+  size_t mask = storage_index_.size() - 1;
+  for (size_t i = index_slot(value, mask);; i = (i + 1) & mask) {
+    if (storage_index_[i].first == value) return &storages_[storage_index_[i].second];
+    if (storage_index_[i].first == nullptr) return nullptr;
+  }
 }
 
 Program::StorageState& Program::add_storage(StorageState&& state) {
-  if (!storage_index_.empty()) storage_index_.emplace(state.value, storages_.size());
+  if (storages_.size() > 16 && storage_index_.size() >= 2 * (storages_.size() + 1))
+    index_storage(state.value, static_cast<uint32_t>(storages_.size()));
+  else if (!storage_index_.empty())
+    storage_index_.clear();  // outgrown: find_storage rebuilds it
   storages_.push_back(std::move(state));
   return storages_.back();
 }

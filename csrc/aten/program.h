@@ -6,7 +6,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
 
-#include <unordered_map>
 #include <vector>
 
 #include "engine/pending_graph.h"
@@ -113,9 +112,22 @@ class Program {
   // Storages read or written, in first-use order. Most programs touch a few,
   // found by a scan; a batch indexes them once it grows.
   c10::SmallVector<StorageState, 4> storages_;
-  std::unordered_map<engine::StorageValue*, size_t> storage_index_;
+  // storages_ by value (open addressing, power-of-two size; empty until built).
+  std::vector<std::pair<engine::StorageValue*, uint32_t>> storage_index_;
   StorageState* find_storage(engine::StorageValue* value);
   StorageState& add_storage(StorageState&& state);
+  void index_storage(engine::StorageValue* value, uint32_t position);
+
+ public:
+  ~Program();
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+  // A batch's lists, kept by its thread for the next batch (see reserve()).
+  struct SpareLists {
+    decltype(arguments_) arguments;
+    decltype(storages_) storages;
+    decltype(storage_index_) storage_index;
+  };
 };
 
 // The value of a 0-dim CPU tensor (a wrapped Python number, mostly): the dtypes

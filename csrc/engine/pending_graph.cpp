@@ -89,6 +89,8 @@ struct PendingGraph {
   std::vector<size_t> op_begins, op_ends;
   std::thread::id recorder;  // the thread that appended the pending ops
   uint64_t runs = 0;  // graphs run so far: a capture is valid while this stays put
+  std::vector<size_t> spare_slots;  // run()'s lists, kept between cuts
+  std::vector<ir::Type> spare_types;
 
   ir::Value bind(const BufferRef& buffer, const ir::Type& type) {
     arguments.push_back(buffer);
@@ -142,7 +144,7 @@ struct PendingGraph {
       if (value != nullptr && value->written_slot < 0) value->in_pending_graph = false;
     for (StorageValue* value : written)
       if (value != nullptr) value->written_slot = -1, value->in_pending_graph = false;
-    graph = ir::Graph();
+    graph.clear();  // its memory is kept for the next graph
     arguments.clear();
     bound.clear();
     written.clear();
@@ -266,8 +268,12 @@ std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vect
     span.event().name = std::string("cut: ") + cut_name(reason);
     span.event().args = {{"ops", std::to_string(ops.size())}, {"last_op", ops.empty() ? "" : ops.back()}};
   }
-  std::vector<size_t> slots;
-  std::vector<ir::Type> types;  // of the written storages' new buffers
+  // The written storages' slots and their new buffers' types, in lists kept from the
+  // last run (a re-entered run gets empty ones): no allocation per cut.
+  std::vector<size_t> slots = std::move(spare_slots);
+  std::vector<ir::Type> types = std::move(spare_types);
+  slots.clear();
+  types.clear();
   for (size_t slot = 0; slot < written.size(); ++slot) {
     StorageValue* value = written[slot];
     if (value == nullptr || value->pending_node < 0) continue;
@@ -312,6 +318,8 @@ std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vect
     value->pending_node = -1;
   }
   std::vector<BufferRef> extra(outputs.begin() + slots.size(), outputs.end());
+  spare_slots = std::move(slots);
+  spare_types = std::move(types);
   reset();
   auto& m = metrics();
   m.add("fused_graphs");

@@ -171,11 +171,33 @@ void NodeStore::clear() {
   size_ = 0;
 }
 
+void NodeStore::clear_keeping_memory() {
+  for (size_t i = 0; i < size_; ++i) slot(i)->~Node();
+  size_ = 0;
+  // Kept up to chunk 7 (4080 nodes): a graph that once grew huge does not hold its memory.
+  constexpr size_t kKeptChunks = 8;
+  while (chunks_.size() > kKeptChunks) {
+    ::operator delete(chunks_.back(), std::align_val_t{alignof(Node)});
+    chunks_.pop_back();
+  }
+}
+
 NodeStore& NodeStore::operator=(const NodeStore& other) {
   if (this == &other) return *this;
   clear();
   for (size_t i = 0; i < other.size_; ++i) push_back(Node(other[i]));
   return *this;
+}
+
+void Graph::clear() {
+  nodes_.clear_keeping_memory();
+  constexpr size_t kKeptOperandIds = size_t{1} << 14;
+  if (operand_ids_.capacity() > kKeptOperandIds) operand_ids_ = {};
+  operand_ids_.clear();
+  outputs_.clear();
+  aliases_.clear();
+  num_parameters_ = 0;
+  options_ = GraphOptions{};
 }
 
 Value Graph::parameter(Type type) {
@@ -219,7 +241,18 @@ void Graph::append(Graph&& other, std::span<const Value> arguments, std::vector<
       continue;
     }
     OperandIds ids = other.operands(n);
-    push_mapped(std::move(n), ids, mapped);
+    if (n.op == Op::Reshape) {  // of a reshape here (a storage's flat value, mostly): as ir::reshape folds it
+      Value source = reshaped_from(mapped[ids[0]]);
+      if (type(source) == n.type) {
+        mapped.push_back(source);
+        continue;
+      }
+      n.first_operand = static_cast<uint32_t>(operand_ids_.size());
+      operand_ids_.push_back(source.id);
+      nodes_.push_back(std::move(n));
+    } else {
+      push_mapped(std::move(n), ids, mapped);
+    }
     mapped.push_back(Value{static_cast<int>(nodes_.size()) - 1});
   }
   other = Graph();

@@ -120,6 +120,9 @@ class NodeStore {
   const Node& operator[](size_t i) const { return *slot(i); }
   void push_back(Node&& node);
   void clear();
+  // Destroys the nodes but keeps the chunks for the next ones: a graph rebuilt
+  // as often as the pending graph (every cut) then allocates nothing.
+  void clear_keeping_memory();
 
   template <class Store, class N>
   struct Iterator {
@@ -205,6 +208,8 @@ class Graph {
   // text then carries the callee's definitions after @main.
   std::vector<Value> add_call(std::shared_ptr<const Callee> callee, const std::vector<Value>& args);
   void add_output(Value v) { outputs_.push_back(v.id); }
+  // Empties the graph (as Graph() would) but keeps its memory for the next nodes.
+  void clear();
   // Moves every node of `other` (left empty) to the end of this graph; its k-th
   // parameter becomes `arguments[k]` of this graph. `mapped` is replaced by the
   // new value of each node of `other` (by id): a caller appending graph after

@@ -1,6 +1,7 @@
 #include "ir/ops.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -106,9 +107,31 @@ void require(bool ok, const char* what) {
 
 }  // namespace
 
+// The attributes of a scalar constant, formatted once per value on each thread:
+// programs ask for the same few constants (0, 1, 0.5, a dtype's limits) again
+// and again, and formatting one cost more than the rest of its node.
+const std::string& constant_attrs(DType dtype, double value) {
+  struct Entry {
+    bool used = false;
+    DType dtype;
+    uint64_t bits;
+    std::string attrs;
+  };
+  thread_local std::array<Entry, 64> cache;
+  uint64_t bits;
+  std::memcpy(&bits, &value, 8);
+  Entry& e = cache[((bits * 0x9e3779b97f4a7c15ull) >> 58 ^ static_cast<uint64_t>(dtype)) % cache.size()];
+  if (!e.used || e.dtype != dtype || e.bits != bits) {
+    e.used = true;
+    e.dtype = dtype;
+    e.bits = bits;
+    e.attrs = "value = dense<" + scalar_literal(dtype, value) + "> : " + Type{dtype, {}}.mlir();
+  }
+  return e.attrs;
+}
+
 Value constant(Graph& g, DType dtype, double value) {
-  Type t{dtype, {}};
-  return g.add(ir::Op::Constant, {}, t, "value = dense<" + scalar_literal(dtype, value) + "> : " + t.mlir());
+  return g.add(ir::Op::Constant, {}, Type{dtype, {}}, constant_attrs(dtype, value));
 }
 
 Value constant_int(Graph& g, DType dtype, int64_t value) {
@@ -145,7 +168,10 @@ Value reshape(Graph& g, Value x, const Shape& shape) {
   const Type& t = g.type(x);
   if (t.shape == shape) return x;
   require(numel(t.shape) == numel(shape), "reshape changes the element count");
-  return g.add(ir::Op::Reshape, {x}, Type{t.dtype, shape});
+  // A reshape of a reshape is one reshape of its source (or the source itself).
+  Value source = g.reshaped_from(x);
+  if (g.type(source).shape == shape) return source;
+  return g.add(ir::Op::Reshape, {source}, Type{t.dtype, shape});
 }
 
 Value reinterpret(Graph& g, Value storage, DType dtype) {
@@ -194,8 +220,9 @@ Value broadcast_in_dim(Graph& g, Value x, const Shape& shape, const Dims& dims) 
   for (size_t i = 0; identity && i < dims.size(); ++i) identity = dims[i] == static_cast<int64_t>(i);
   if (identity) return x;
   require(static_cast<int64_t>(dims.size()) == t.rank(), "broadcast_in_dim rank");
+  static const std::string kOfScalar = "broadcast_dimensions = " + i64_array({});  // most broadcasts
   return g.add(ir::Op::BroadcastInDim, {x}, Type{t.dtype, shape},
-               "broadcast_dimensions = " + i64_array(dims));
+               dims.empty() ? kOfScalar : "broadcast_dimensions = " + i64_array(dims));
 }
 
 Value broadcast_to(Graph& g, Value x, const Shape& shape) {

@@ -363,11 +363,13 @@ Value clamp(ir::Graph& g, Value x, std::optional<Value> lo, std::optional<Value>
   return x;
 }
 
-Value lerp(ir::Graph& g, Value self, Value end, Value weight) {
+Value lerp(ir::Graph& g, Value self, Value end, Value weight, std::optional<bool> weight_is_small) {
   Ops o{g};
   Value diff = o.sub(end, self);
-  Value small = o.lt(o.abs(weight), o.c(weight, 0.5));
-  return o.sel(small, o.add(self, o.mul(weight, diff)), o.sub(end, o.mul(diff, o.sub(o.c(weight, 1), weight))));
+  auto from_self = [&] { return o.add(self, o.mul(weight, diff)); };
+  auto from_end = [&] { return o.sub(end, o.mul(diff, o.sub(o.c(weight, 1), weight))); };
+  if (weight_is_small) return *weight_is_small ? from_self() : from_end();
+  return o.sel(o.lt(o.abs(weight), o.c(weight, 0.5)), from_self(), from_end());
 }
 
 Value logit(ir::Graph& g, Value x, std::optional<Value> eps) {

@@ -80,8 +80,10 @@ ir::Value round_decimals(ir::Graph& g, ir::Value x, int64_t decimals);
 ir::Value nan_to_num(ir::Graph& g, ir::Value x, ir::Value nan, ir::Value posinf, ir::Value neginf);
 // clamp with optional bounds; any NaN operand gives NaN, as ATen.
 ir::Value clamp(ir::Graph& g, ir::Value x, std::optional<ir::Value> lo, std::optional<ir::Value> hi);
-// ATen's lerp: exact at both ends (switches formula at |weight| = 0.5).
-ir::Value lerp(ir::Graph& g, ir::Value self, ir::Value end, ir::Value weight);
+// ATen's lerp: exact at both ends (switches formula at |weight| = 0.5). A weight
+// known on the host (`weight_is_small`: |weight| < 0.5) builds only its formula.
+ir::Value lerp(ir::Graph& g, ir::Value self, ir::Value end, ir::Value weight,
+               std::optional<bool> weight_is_small = std::nullopt);
 ir::Value logit(ir::Graph& g, ir::Value x, std::optional<ir::Value> eps);
 ir::Value logit_backward(ir::Graph& g, ir::Value grad, ir::Value x, std::optional<ir::Value> eps);
 

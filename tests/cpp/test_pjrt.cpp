@@ -604,6 +604,42 @@ void ir_identity_folds() {
   CHECK_EQ(g.type(ir::broadcast_to(g, x, {4, 2, 3})), (Type{DType::F32, {4, 2, 3}}));
 }
 
+// A reshape of a reshape is one reshape of the source (or the source), when built
+// and when an op's graph is appended onto a storage's flat value; a cleared graph
+// is empty as a new one, and builds the same program again.
+void ir_reshape_folds() {
+  Graph g;
+  Value x = param(g, DType::F32, {2, 3});
+  Value flat = ir::reshape(g, x, {6});
+  CHECK_EQ(ir::reshape(g, flat, {2, 3}).id, x.id);
+  Value r = ir::reshape(g, flat, {3, 2});
+  CHECK_EQ(g.reshaped_from(r).id, x.id);
+  size_t before = g.size();
+  Graph op;
+  Value p = param(op, DType::F32, {6});
+  Value shaped = ir::reshape(op, p, {2, 3});
+  Value negated = op.add(ir::Op::Negate, {shaped}, op.type(shaped));
+  std::vector<Value> mapped;
+  g.append(std::move(op), std::span<const Value>(&flat, 1), mapped);
+  CHECK_EQ(mapped[shaped.id].id, x.id);  // no node: the flat value's source
+  CHECK_EQ(g.size(), before + 1);
+  g.add_output(mapped[negated.id]);
+  std::string key = g.key();
+  g.clear();
+  CHECK_EQ(g.size(), size_t{0});
+  CHECK_EQ(g.num_parameters(), size_t{0});
+  CHECK_EQ(g.num_outputs(), size_t{0});
+  Value y = param(g, DType::F32, {2, 3});
+  Value yflat = ir::reshape(g, y, {6});
+  CHECK_EQ(g.type(ir::reshape(g, yflat, {3, 2})), (Type{DType::F32, {3, 2}}));
+  Graph op2;
+  Value p2 = param(op2, DType::F32, {6});
+  Value n2 = op2.add(ir::Op::Negate, {ir::reshape(op2, p2, {2, 3})}, Type{DType::F32, {2, 3}});
+  g.append(std::move(op2), std::span<const Value>(&yflat, 1), mapped);
+  g.add_output(mapped[n2.id]);
+  CHECK_EQ(g.key(), key);
+}
+
 // ------------------------------------------------------------------ plugin / client cases
 
 void plugin_api_version() {
@@ -1350,6 +1386,7 @@ const Case kCases[] = {
     {"ir_append_into_buffer", ir_append_into_buffer, false},
     {"ir_call_external", ir_call_external, false},
     {"ir_identity_folds", ir_identity_folds, false},
+    {"ir_reshape_folds", ir_reshape_folds, false},
     {"plugin_api_version", plugin_api_version, true},
     {"plugin_load_twice", plugin_load_twice, true},
     {"client_info", client_info, true},
