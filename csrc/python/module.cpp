@@ -3,6 +3,9 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include <string>
+#include <unordered_map>
+
 #include "aten/assert_async.h"
 #include "aten/compiled_program.h"
 #include "aten/external.h"
@@ -133,7 +136,17 @@ py::object compile_signature(const py::sequence& args) {
       return py::none();
     }
   }
-  return py::make_tuple(py::bytes(key));
+  // Interned: each call with the same signature returns the same object (its hash
+  // cached, matched by identity in the program dict) instead of a fresh bytes object
+  // of a few KiB, whose allocation made malloc merge its fast bins on every call.
+  // The GIL guards the table; bounded, as graphs with changing scalars make new keys.
+  static auto* interned = new std::unordered_map<std::string, py::object>();  // never destroyed: holds Python objects
+  auto it = interned->find(key);
+  if (it == interned->end()) {
+    if (interned->size() >= 4096) interned->clear();
+    it = interned->emplace(key, py::make_tuple(py::bytes(key))).first;
+  }
+  return it->second;
 }
 
 runtime::TpuGenerator& generator(int device) {
