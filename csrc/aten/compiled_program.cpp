@@ -50,7 +50,11 @@ std::vector<at::Tensor> CompiledProgram::call(std::span<const at::Tensor* const>
   // scalar buffer cache's buffer: no tensor is made for it. Lazily conjugated or
   // negated scalars and complex32 (no scalar buffer form) go through a tpu tensor.
   std::vector<engine::StorageValue> uploads;
-  uploads.reserve(args.size());  // never regrown: `values` points into it
+  // Never regrown, as `values` points into it; sized to the CPU scalars (most calls
+  // have none or a few: a block for every argument would be a large allocation).
+  size_t scalars = 0;
+  for (const at::Tensor* t : args) scalars += !t->is_privateuseone();
+  uploads.reserve(scalars);
   std::vector<at::Tensor> held;
   std::vector<int> held_as(args.size(), -1);  // per argument: its index in `held`, or -1
   for (size_t k = 0; k < args.size(); ++k) {
