@@ -68,34 +68,26 @@ void check_sortable(const char* name, const at::Tensor& self) {
 
 // ------------------------------------------------------------ sort / topk / kthvalue
 
-std::tuple<at::Tensor, at::Tensor> sort_op(const char* name, const at::Tensor& self, int64_t dim, bool descending,
-                                           at::Tensor* values, at::Tensor* indices) {
-  check_sortable(name, self);
+// Every sort is stable here (a stable sort is a valid unstable one).
+std::tuple<at::Tensor, at::Tensor> sort(Overload o, const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                        bool descending) {
+  check_sortable(o.name, self);
   int64_t d = lowering::wrap_dim(dim, self.dim());
   c10::DeviceGuard guard(self.device());
-  at::Tensor v = prepare_output(name, values, self.sizes(), self.scalar_type(), self.device(), false);
-  at::Tensor i = prepare_output(name, indices, self.sizes(), c10::kLong, self.device(), false);
+  std::string name = variant(o);
+  at::Tensor v = prepare_output(name.c_str(), o.out, self.sizes(), self.scalar_type(), self.device(), false);
+  at::Tensor i = prepare_output(name.c_str(), o.out2, self.sizes(), c10::kLong, self.device(), false);
   if (self.numel() == 0) return {v, i};
-  run_program(name, {self}, {v, i}, [&](ir::Graph& g, const Values& x) -> Values {
+  run_program(name.c_str(), {self}, {v, i}, [&](ir::Graph& g, const Values& x) -> Values {
     auto r = lowering::sort(g, x[0], d, descending);
     return {r.values, r.indices};
   });
   return {v, i};
 }
-// Every sort is stable here (a stable sort is a valid unstable one).
-std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
-                                               bool descending) {
-  return sort_op("sort", self, dim, descending, nullptr, nullptr);
-}
-std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self, std::optional<bool> stable,
-                                                        int64_t dim, bool descending, at::Tensor& values,
-                                                        at::Tensor& indices) {
-  sort_op("sort.values_stable", self, dim, descending, &values, &indices);
-  return {values, indices};
-}
 
-std::tuple<at::Tensor, at::Tensor> topk_op(const at::Tensor& self, int64_t k, int64_t dim, bool largest,
-                                           at::Tensor* values, at::Tensor* indices) {
+std::tuple<at::Tensor, at::Tensor> topk(Overload o, const at::Tensor& self, c10::SymInt symbolic_k, int64_t dim,
+                                        bool largest, bool sorted) {
+  int64_t k = symbolic_k.expect_int();
   check_sortable("topk", self);
   int64_t d = lowering::wrap_dim(dim, self.dim());
   int64_t size = self.dim() == 0 ? 1 : self.size(d);
@@ -103,8 +95,8 @@ std::tuple<at::Tensor, at::Tensor> topk_op(const at::Tensor& self, int64_t k, in
   c10::DimVector shape(self.sizes().begin(), self.sizes().end());
   if (self.dim() > 0) shape[d] = k;
   c10::DeviceGuard guard(self.device());
-  at::Tensor v = prepare_output("topk", values, shape, self.scalar_type(), self.device(), false);
-  at::Tensor i = prepare_output("topk", indices, shape, c10::kLong, self.device(), false);
+  at::Tensor v = prepare_output("topk", o.out, shape, self.scalar_type(), self.device(), false);
+  at::Tensor i = prepare_output("topk", o.out2, shape, c10::kLong, self.device(), false);
   if (v.numel() == 0) return {v, i};
   run_program("topk", {self}, {v, i}, [&](ir::Graph& g, const Values& x) -> Values {
     auto r = lowering::topk(g, x[0], k, d, largest);
@@ -112,62 +104,46 @@ std::tuple<at::Tensor, at::Tensor> topk_op(const at::Tensor& self, int64_t k, in
   });
   return {v, i};
 }
-std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
-                                        bool sorted) {
-  return topk_op(self, k.expect_int(), dim, largest, nullptr, nullptr);
-}
-std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
-                                                 bool sorted, at::Tensor& values, at::Tensor& indices) {
-  topk_op(self, k.expect_int(), dim, largest, &values, &indices);
-  return {values, indices};
-}
 
-std::tuple<at::Tensor&, at::Tensor&> kthvalue_values(const at::Tensor& self, int64_t k, int64_t dim, bool keepdim,
-                                                     at::Tensor& values, at::Tensor& indices) {
+// Registered as out= only (the functional form is ATen's composite over it).
+std::tuple<at::Tensor, at::Tensor> kthvalue(Overload o, const at::Tensor& self, int64_t k, int64_t dim,
+                                            bool keepdim) {
   check_sortable("kthvalue", self);
   int64_t d = lowering::wrap_dim(dim, self.dim());
   int64_t size = self.dim() == 0 ? 1 : self.size(d);
   TORCH_CHECK(k >= 1 && k <= size, "kthvalue(): selected number k out of range for dimension ", dim);
   c10::DeviceGuard guard(self.device());
   c10::DimVector shape = reduced_sizes(self, d, keepdim);
-  prepare_output("kthvalue", &values, shape, self.scalar_type(), self.device(), false);
-  prepare_output("kthvalue", &indices, shape, c10::kLong, self.device(), false);
-  if (values.numel() == 0) return {values, indices};
-  run_program("kthvalue", {self}, {values, indices}, [&](ir::Graph& g, const Values& x) -> Values {
+  at::Tensor v = prepare_output("kthvalue", o.out, shape, self.scalar_type(), self.device(), false);
+  at::Tensor i = prepare_output("kthvalue", o.out2, shape, c10::kLong, self.device(), false);
+  if (v.numel() == 0) return {v, i};
+  run_program("kthvalue", {self}, {v, i}, [&](ir::Graph& g, const Values& x) -> Values {
     auto r = lowering::kthvalue(g, x[0], k, d);
     return {r.values, r.indices};
   });
-  return {values, indices};
+  return {v, i};
 }
 
 // ------------------------------------------------------------ median / nanmedian / mode
 
-std::tuple<at::Tensor, at::Tensor> median_dim_op(const char* name, bool ignore_nan, const at::Tensor& self,
-                                                 int64_t dim, bool keepdim, at::Tensor* values, at::Tensor* indices) {
+// median / nanmedian over a dim (out= only: the functional form is ATen's composite).
+template <bool kIgnoreNan>
+std::tuple<at::Tensor, at::Tensor> median_dim(Overload o, const at::Tensor& self, int64_t dim, bool keepdim) {
+  const char* name = o.name;
   check_sortable(name, self);
   int64_t d = lowering::wrap_dim(dim, self.dim());
   if (self.dim() > 0)
     TORCH_CHECK_INDEX(self.size(d) > 0, name, "(): Expected reduction dim ", d, " to have non-zero size.");
   c10::DeviceGuard guard(self.device());
   c10::DimVector shape = reduced_sizes(self, d, keepdim);
-  at::Tensor v = prepare_output(name, values, shape, self.scalar_type(), self.device(), false);
-  at::Tensor i = prepare_output(name, indices, shape, c10::kLong, self.device(), false);
+  at::Tensor v = prepare_output(name, o.out, shape, self.scalar_type(), self.device(), false);
+  at::Tensor i = prepare_output(name, o.out2, shape, c10::kLong, self.device(), false);
   if (v.numel() == 0) return {v, i};
   run_program(name, {self}, {v, i}, [&](ir::Graph& g, const Values& x) -> Values {
-    auto r = lowering::median(g, x[0], d, ignore_nan);
+    auto r = lowering::median(g, x[0], d, kIgnoreNan);
     return {r.values, r.indices};
   });
   return {v, i};
-}
-std::tuple<at::Tensor&, at::Tensor&> median_dim_values(const at::Tensor& self, int64_t dim, bool keepdim,
-                                                       at::Tensor& values, at::Tensor& indices) {
-  median_dim_op("median", false, self, dim, keepdim, &values, &indices);
-  return {values, indices};
-}
-std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_values(const at::Tensor& self, int64_t dim, bool keepdim,
-                                                          at::Tensor& values, at::Tensor& indices) {
-  median_dim_op("nanmedian", true, self, dim, keepdim, &values, &indices);
-  return {values, indices};
 }
 // The median of all elements (0-dim); NaN for an empty tensor, as on CPU.
 at::Tensor median_all_op(const char* name, bool ignore_nan, const at::Tensor& self) {
@@ -346,22 +322,17 @@ void cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indic
   cum_extreme_op("cummin", false, self, values, indices, dim);
 }
 
-at::Tensor logcumsumexp_op(const at::Tensor& self, int64_t dim, at::Tensor* out) {
+at::Tensor logcumsumexp(Overload o, const at::Tensor& self, int64_t dim) {
   TORCH_CHECK(c10::isFloatingType(self.scalar_type()), "logcumsumexp(): expected a floating point input, got ",
               self.scalar_type());
   int64_t d = lowering::wrap_dim(dim, self.dim());
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = prepare_output("_logcumsumexp", out, self.sizes(), self.scalar_type(), self.device(), false);
+  at::Tensor output = prepare_output(o.name, o.out, self.sizes(), self.scalar_type(), self.device(), false);
   if (self.numel() == 0) return output;
-  run_program("_logcumsumexp", {self}, {output}, [&](ir::Graph& g, const Values& x) -> Values {
+  run_program(o.name, {self}, {output}, [&](ir::Graph& g, const Values& x) -> Values {
     return {lowering::logcumsumexp(g, x[0], d)};
   });
   return output;
-}
-at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) { return logcumsumexp_op(self, dim, nullptr); }
-at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
-  logcumsumexp_op(self, dim, &out);
-  return out;
 }
 
 // ------------------------------------------------------------ isin
@@ -380,33 +351,23 @@ at::Tensor isin_op(const at::Tensor& elements, const at::Tensor& test, bool inve
   p.run();
   return output;
 }
-at::Tensor isin_tt(const at::Tensor& e, const at::Tensor& t, bool assume_unique, bool invert) {
-  return isin_op(e, t, invert, nullptr);
+// isin with tensor or scalar elements and test values (a scalar element: a 0-dim result).
+at::Tensor isin_tt(Overload o, const at::Tensor& e, const at::Tensor& t, bool assume_unique, bool invert) {
+  return isin_op(e, t, invert, o.out);
 }
-at::Tensor& isin_tt_out(const at::Tensor& e, const at::Tensor& t, bool assume_unique, bool invert, at::Tensor& out) {
-  isin_op(e, t, invert, &out);
-  return out;
+at::Tensor isin_ts(Overload o, const at::Tensor& e, const c10::Scalar& t, bool assume_unique, bool invert) {
+  return isin_op(e, scalar_operand(t), invert, o.out);
 }
-at::Tensor isin_ts(const at::Tensor& e, const c10::Scalar& t, bool assume_unique, bool invert) {
-  return isin_op(e, scalar_operand(t), invert, nullptr);
-}
-at::Tensor& isin_ts_out(const at::Tensor& e, const c10::Scalar& t, bool assume_unique, bool invert, at::Tensor& out) {
-  isin_op(e, scalar_operand(t), invert, &out);
-  return out;
-}
-// A scalar element: its result is 0-dim.
-at::Tensor isin_st(const c10::Scalar& e, const at::Tensor& t, bool assume_unique, bool invert) {
-  return isin_op(scalar_operand(e), t, invert, nullptr);
-}
-at::Tensor& isin_st_out(const c10::Scalar& e, const at::Tensor& t, bool assume_unique, bool invert, at::Tensor& out) {
-  isin_op(scalar_operand(e), t, invert, &out);
-  return out;
+at::Tensor isin_st(Overload o, const c10::Scalar& e, const at::Tensor& t, bool assume_unique, bool invert) {
+  return isin_op(scalar_operand(e), t, invert, o.out);
 }
 
 // ------------------------------------------------------------ searchsorted / bucketize
 
-at::Tensor search_op(const char* name, const at::Tensor& boundaries, const at::Tensor& input, bool out_int32,
-                     bool right, const std::optional<at::Tensor>& sorter, at::Tensor* out) {
+at::Tensor search_op(Overload o, const at::Tensor& boundaries, const at::Tensor& input, bool out_int32, bool right,
+                     const std::optional<at::Tensor>& sorter) {
+  const char* name = o.name;
+  at::Tensor* out = o.out;
   TORCH_CHECK(!boundaries.is_complex() && !input.is_complex(), name, "(): complex tensors are not supported");
   TORCH_CHECK(boundaries.dim() > 0, "torch.searchsorted(): boundaries tensor should have positive dimension, but "
               "got 0 dimension");
@@ -444,45 +405,27 @@ bool side_is_right(bool right, const std::optional<c10::string_view>& side) {
   return *side == "right";
 }
 
-at::Tensor searchsorted_t(const at::Tensor& seq, const at::Tensor& self, bool out_int32, bool right,
+// searchsorted / bucketize of tensor or scalar values.
+at::Tensor searchsorted_t(Overload o, const at::Tensor& seq, const at::Tensor& self, bool out_int32, bool right,
                           std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
-  return search_op("searchsorted", seq, self, out_int32, side_is_right(right, side), sorter, nullptr);
+  return search_op(o, seq, self, out_int32, side_is_right(right, side), sorter);
 }
-at::Tensor& searchsorted_t_out(const at::Tensor& seq, const at::Tensor& self, bool out_int32, bool right,
-                               std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
-                               at::Tensor& out) {
-  search_op("searchsorted", seq, self, out_int32, side_is_right(right, side), sorter, &out);
-  return out;
-}
-at::Tensor searchsorted_s(const at::Tensor& seq, const c10::Scalar& self, bool out_int32, bool right,
+at::Tensor searchsorted_s(Overload o, const at::Tensor& seq, const c10::Scalar& self, bool out_int32, bool right,
                           std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
   TORCH_CHECK(seq.dim() == 1, "torch.searchsorted(): input value can be a scalar only when boundaries tensor "
               "dimension is 1, but we got boundaries tensor dim(", seq.dim(), ") and input value's dim(0) numel(1)");
-  return search_op("searchsorted", seq, scalar_operand(self), out_int32, side_is_right(right, side), sorter,
-                   nullptr);
-}
-at::Tensor& searchsorted_s_out(const at::Tensor& seq, const c10::Scalar& self, bool out_int32, bool right,
-                               std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
-                               at::Tensor& out) {
-  search_op("searchsorted", seq, scalar_operand(self), out_int32, side_is_right(right, side), sorter, &out);
-  return out;
+  return search_op(o, seq, scalar_operand(self), out_int32, side_is_right(right, side), sorter);
 }
 void check_bucketize(const at::Tensor& boundaries) {
   TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(", boundaries.dim(), ")");
 }
-at::Tensor bucketize_t(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right) {
+at::Tensor bucketize_t(Overload o, const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right) {
   check_bucketize(boundaries);
-  return search_op("bucketize", boundaries, self, out_int32, right, std::nullopt, nullptr);
+  return search_op(o, boundaries, self, out_int32, right, std::nullopt);
 }
-at::Tensor& bucketize_t_out(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right,
-                            at::Tensor& out) {
+at::Tensor bucketize_s(Overload o, const c10::Scalar& self, const at::Tensor& boundaries, bool out_int32, bool right) {
   check_bucketize(boundaries);
-  search_op("bucketize", boundaries, self, out_int32, right, std::nullopt, &out);
-  return out;
-}
-at::Tensor bucketize_s(const c10::Scalar& self, const at::Tensor& boundaries, bool out_int32, bool right) {
-  check_bucketize(boundaries);
-  return search_op("bucketize", boundaries, scalar_operand(self), out_int32, right, std::nullopt, nullptr);
+  return search_op(o, boundaries, scalar_operand(self), out_int32, right, std::nullopt);
 }
 
 // ------------------------------------------------------------ histc
@@ -493,8 +436,8 @@ at::Tensor bucketize_s(const c10::Scalar& self, const at::Tensor& boundaries, bo
 // Integer inputs count in their own dtype with integer arithmetic, as CUDA's
 // histc does (CPU's takes floating inputs only); Hugging Face's mixture-of-
 // experts layers count tokens per expert that way off the CPU.
-at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max,
-                    at::Tensor* out) {
+at::Tensor histc(Overload o, const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max) {
+  at::Tensor* out = o.out;
   const bool integral = c10::isIntegralType(self.scalar_type(), /*includeBool=*/false);
   TORCH_CHECK(c10::isFloatingType(self.scalar_type()) || integral, "torch.histc: input of dtype ",
               self.scalar_type(), " is not supported (floating and integer inputs are)");
@@ -523,15 +466,6 @@ at::Tensor histc_op(const at::Tensor& self, int64_t bins, const c10::Scalar& min
   p.run();
   return output;
 }
-at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max) {
-  return histc_op(self, bins, min, max, nullptr);
-}
-at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max,
-                      at::Tensor& out) {
-  histc_op(self, bins, min, max, &out);
-  return out;
-}
-
 // ------------------------------------------------------------ histogram, histogramdd
 
 // ATen's histogramdd semantics: `self` [..., D] holds D-dimensional points,
@@ -789,15 +723,13 @@ std::tuple<at::Tensor&, at::Tensor&> histogram_bin_ct_out(const at::Tensor& self
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("sort.stable", sort_stable);
-  m.impl("sort.values_stable", sort_values_stable);
-  m.impl("topk", topk);
-  m.impl("topk.values", topk_values);
-  m.impl("kthvalue.values", kthvalue_values);
+  impl_variants<sort, "sort">(m, {".stable", nullptr, ".values_stable"});
+  impl_variants<topk, "topk">(m, {"", nullptr, ".values"});
+  impl_variants<kthvalue, "kthvalue">(m, {nullptr, nullptr, ".values"});
   m.impl("median", median_all);
-  m.impl("median.dim_values", median_dim_values);
+  impl_variants<median_dim<false>, "median">(m, {nullptr, nullptr, ".dim_values"});
   m.impl("nanmedian", nanmedian_all);
-  m.impl("nanmedian.dim_values", nanmedian_dim_values);
+  impl_variants<median_dim<true>, "nanmedian">(m, {nullptr, nullptr, ".dim_values"});
   m.impl("mode", mode);
   m.impl("_unique2", unique2);
   m.impl("_unique", unique1);
@@ -805,23 +737,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("unique_dim_consecutive", unique_dim_consecutive);
   m.impl("_cummax_helper", cummax_helper);
   m.impl("_cummin_helper", cummin_helper);
-  m.impl("_logcumsumexp", logcumsumexp);
-  m.impl("_logcumsumexp.out", logcumsumexp_out);
-  m.impl("isin.Tensor_Tensor", isin_tt);
-  m.impl("isin.Tensor_Tensor_out", isin_tt_out);
-  m.impl("isin.Tensor_Scalar", isin_ts);
-  m.impl("isin.Tensor_Scalar_out", isin_ts_out);
-  m.impl("isin.Scalar_Tensor", isin_st);
-  m.impl("isin.Scalar_Tensor_out", isin_st_out);
-  m.impl("searchsorted.Tensor", searchsorted_t);
-  m.impl("searchsorted.Tensor_out", searchsorted_t_out);
-  m.impl("searchsorted.Scalar", searchsorted_s);
-  m.impl("searchsorted.Scalar_out", searchsorted_s_out);
-  m.impl("bucketize.Tensor", bucketize_t);
-  m.impl("bucketize.Tensor_out", bucketize_t_out);
-  m.impl("bucketize.Scalar", bucketize_s);
-  m.impl("histc", histc);
-  m.impl("histc.out", histc_out);
+  impl_variants<logcumsumexp, "_logcumsumexp">(m, kFunctionalAndOut);
+  impl_variants<isin_tt, "isin">(m, {".Tensor_Tensor", nullptr, ".Tensor_Tensor_out"});
+  impl_variants<isin_ts, "isin">(m, {".Tensor_Scalar", nullptr, ".Tensor_Scalar_out"});
+  impl_variants<isin_st, "isin">(m, {".Scalar_Tensor", nullptr, ".Scalar_Tensor_out"});
+  constexpr OverloadNames kTensorValues{".Tensor", nullptr, ".Tensor_out"};
+  impl_variants<searchsorted_t, "searchsorted">(m, kTensorValues);
+  impl_variants<searchsorted_s, "searchsorted">(m, {".Scalar", nullptr, ".Scalar_out"});
+  impl_variants<bucketize_t, "bucketize">(m, kTensorValues);
+  impl_variants<bucketize_s, "bucketize">(m, {".Scalar", nullptr, nullptr});
+  impl_variants<histc, "histc">(m, kFunctionalAndOut);
   m.impl("histogram.bins_tensor", histogram_bins_tensor);
   m.impl("histogram.bins_tensor_out", histogram_bins_tensor_out);
   m.impl("histogram.bin_ct", histogram_bin_ct);
