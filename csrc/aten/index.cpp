@@ -105,13 +105,8 @@ at::Tensor gather_op(const char* name, const at::Tensor& self, int64_t dim, cons
   return output;
 }
 
-at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
-  return gather_op("gather", self, dim, index, nullptr);
-}
-at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
-                       at::Tensor& out) {
-  gather_op("gather.out", self, dim, index, &out);
-  return out;
+at::Tensor gather(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
+  return gather_op(variant(o).c_str(), self, dim, index, o.out);
 }
 
 at::Tensor index_select_op(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
@@ -155,12 +150,8 @@ at::Tensor index_select_op(const char* name, const at::Tensor& self, int64_t dim
   return output;
 }
 
-at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  return index_select_op("index_select", self, dim, index, nullptr);
-}
-at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
-  index_select_op("index_select.out", self, dim, index, &out);
-  return out;
+at::Tensor index_select(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  return index_select_op(variant(o).c_str(), self, dim, index, o.out);
 }
 
 // ------------------------------------------------------------ scatter family
@@ -199,74 +190,26 @@ at::Tensor scatter_op(const char* name, const at::Tensor& self, int64_t dim, con
   return output;
 }
 
-constexpr ir::Combiner kReplace = ir::Combiner::Replace;
-const c10::Scalar kNoValue = 0;
-
-at::Tensor scatter_src(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
-  return scatter_op("scatter", self, dim, index, src, kNoValue, kReplace, nullptr, false);
+// scatter of a tensor or a scalar, replacing or reducing (add / multiply), and scatter_add.
+at::Tensor scatter_src(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  return scatter_op(variant(o).c_str(), self, dim, index, src, 0, ir::Combiner::Replace, o.out, o.inplace);
 }
-at::Tensor& scatter_src_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
-  scatter_op("scatter_", self, dim, index, src, kNoValue, kReplace, &self, true);
-  return self;
+at::Tensor scatter_value(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                         const c10::Scalar& value) {
+  return scatter_op(variant(o).c_str(), self, dim, index, at::Tensor(), value, ir::Combiner::Replace, o.out,
+                    o.inplace);
 }
-at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
-                            at::Tensor& out) {
-  scatter_op("scatter.src_out", self, dim, index, src, kNoValue, kReplace, &out, false);
-  return out;
+at::Tensor scatter_reduce(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                          const at::Tensor& src, c10::string_view reduce) {
+  return scatter_op(variant(o).c_str(), self, dim, index, src, 0, scatter_reduce_combiner(reduce), o.out, o.inplace);
 }
-at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
-  return scatter_op("scatter", self, dim, index, at::Tensor(), value, kReplace, nullptr, false);
-}
-at::Tensor& scatter_value_(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
-  scatter_op("scatter_", self, dim, index, at::Tensor(), value, kReplace, &self, true);
-  return self;
-}
-at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value,
-                              at::Tensor& out) {
-  scatter_op("scatter.value_out", self, dim, index, at::Tensor(), value, kReplace, &out, false);
-  return out;
-}
-at::Tensor scatter_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
-                          c10::string_view reduce) {
-  return scatter_op("scatter", self, dim, index, src, kNoValue, scatter_reduce_combiner(reduce), nullptr, false);
-}
-at::Tensor& scatter_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
-                            c10::string_view reduce) {
-  scatter_op("scatter_", self, dim, index, src, kNoValue, scatter_reduce_combiner(reduce), &self, true);
-  return self;
-}
-at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
-                               c10::string_view reduce, at::Tensor& out) {
-  scatter_op("scatter.reduce_out", self, dim, index, src, kNoValue, scatter_reduce_combiner(reduce), &out, false);
-  return out;
-}
-at::Tensor scatter_value_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+at::Tensor scatter_value_reduce(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index,
                                 const c10::Scalar& value, c10::string_view reduce) {
-  return scatter_op("scatter", self, dim, index, at::Tensor(), value, scatter_reduce_combiner(reduce), nullptr,
-                    false);
+  return scatter_op(variant(o).c_str(), self, dim, index, at::Tensor(), value, scatter_reduce_combiner(reduce), o.out,
+                    o.inplace);
 }
-at::Tensor& scatter_value_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value,
-                                  c10::string_view reduce) {
-  scatter_op("scatter_", self, dim, index, at::Tensor(), value, scatter_reduce_combiner(reduce), &self, true);
-  return self;
-}
-at::Tensor& scatter_value_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                                     const c10::Scalar& value, c10::string_view reduce, at::Tensor& out) {
-  scatter_op("scatter.value_reduce_out", self, dim, index, at::Tensor(), value, scatter_reduce_combiner(reduce),
-             &out, false);
-  return out;
-}
-at::Tensor scatter_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
-  return scatter_op("scatter_add", self, dim, index, src, kNoValue, ir::Combiner::Add, nullptr, false);
-}
-at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
-  scatter_op("scatter_add_", self, dim, index, src, kNoValue, ir::Combiner::Add, &self, true);
-  return self;
-}
-at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
-                            at::Tensor& out) {
-  scatter_op("scatter_add.out", self, dim, index, src, kNoValue, ir::Combiner::Add, &out, false);
-  return out;
+at::Tensor scatter_add(Overload o, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  return scatter_op(variant(o).c_str(), self, dim, index, src, 0, ir::Combiner::Add, o.out, o.inplace);
 }
 
 // The combiner of a scatter_reduce/index_reduce reduction ("mean" sums
@@ -849,25 +792,13 @@ at::Tensor& nonzero_static_out(const at::Tensor& self, c10::SymInt size, int64_t
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("gather", gather);
-  m.impl("gather.out", gather_out);
-  m.impl("index_select", index_select);
-  m.impl("index_select.out", index_select_out);
-  m.impl("scatter.src", scatter_src);
-  m.impl("scatter_.src", scatter_src_);
-  m.impl("scatter.src_out", scatter_src_out);
-  m.impl("scatter.value", scatter_value);
-  m.impl("scatter_.value", scatter_value_);
-  m.impl("scatter.value_out", scatter_value_out);
-  m.impl("scatter.reduce", scatter_reduce);
-  m.impl("scatter_.reduce", scatter_reduce_);
-  m.impl("scatter.reduce_out", scatter_reduce_out);
-  m.impl("scatter.value_reduce", scatter_value_reduce);
-  m.impl("scatter_.value_reduce", scatter_value_reduce_);
-  m.impl("scatter.value_reduce_out", scatter_value_reduce_out);
-  m.impl("scatter_add", scatter_add);
-  m.impl("scatter_add_", scatter_add_);
-  m.impl("scatter_add.out", scatter_add_out);
+  impl_variants<gather, "gather">(m, kFunctionalAndOut);
+  impl_variants<index_select, "index_select">(m, kFunctionalAndOut);
+  impl_variants<scatter_src, "scatter">(m, {".src", "_.src", ".src_out"});
+  impl_variants<scatter_value, "scatter">(m, {".value", "_.value", ".value_out"});
+  impl_variants<scatter_reduce, "scatter">(m, {".reduce", "_.reduce", ".reduce_out"});
+  impl_variants<scatter_value_reduce, "scatter">(m, {".value_reduce", "_.value_reduce", ".value_reduce_out"});
+  impl_variants<scatter_add, "scatter_add">(m);
   m.impl("scatter_reduce.two", scatter_reduce_two);
   m.impl("scatter_reduce_.two", scatter_reduce_two_);
   m.impl("scatter_reduce.two_out", scatter_reduce_two_out);
