@@ -257,21 +257,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool_impl(const char* name, int64_t k, co
   return {values, index};
 }
 
-std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(const at::Tensor& self, at::IntArrayRef kernel_size,
-                                                           at::IntArrayRef stride, at::IntArrayRef padding,
-                                                           at::IntArrayRef dilation, bool ceil_mode) {
-  return max_pool_impl("max_pool2d_with_indices", 2, self, kernel_size, stride, padding, dilation, ceil_mode, nullptr,
-                         nullptr);
-}
 
-std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(const at::Tensor& self, at::IntArrayRef kernel_size,
-                                                                 at::IntArrayRef stride, at::IntArrayRef padding,
-                                                                 at::IntArrayRef dilation, bool ceil_mode,
-                                                                 at::Tensor& out, at::Tensor& indices) {
-  max_pool_impl("max_pool2d_with_indices.out", 2, self, kernel_size, stride, padding, dilation, ceil_mode, &out,
-                  &indices);
-  return {out, indices};
-}
 
 at::Tensor max_pool_backward_impl(const char* name, int64_t k, const at::Tensor& grad_output, const at::Tensor& self,
                                     at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
@@ -295,22 +281,7 @@ at::Tensor max_pool_backward_impl(const char* name, int64_t k, const at::Tensor&
   return grad_input;
 }
 
-at::Tensor max_pool2d_with_indices_backward(const at::Tensor& grad_output, const at::Tensor& self,
-                                            at::IntArrayRef kernel_size, at::IntArrayRef stride,
-                                            at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
-                                            const at::Tensor& indices) {
-  return max_pool_backward_impl("max_pool2d_with_indices_backward", 2, grad_output, self, kernel_size, stride, padding,
-                                  dilation, ceil_mode, indices, nullptr);
-}
 
-at::Tensor& max_pool2d_with_indices_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
-                                                 at::IntArrayRef kernel_size, at::IntArrayRef stride,
-                                                 at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
-                                                 const at::Tensor& indices, at::Tensor& grad_input) {
-  max_pool_backward_impl("max_pool2d_with_indices_backward.grad_input", 2, grad_output, self, kernel_size, stride,
-                           padding, dilation, ceil_mode, indices, &grad_input);
-  return grad_input;
-}
 
 lowering::PoolParams avg_pool_params(int64_t k, const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                                        at::IntArrayRef padding, bool ceil_mode,
@@ -336,20 +307,7 @@ at::Tensor avg_pool_impl(const char* name, int64_t k, const at::Tensor& self, at
   return output;
 }
 
-at::Tensor avg_pool2d(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
-                      at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                      std::optional<int64_t> divisor_override) {
-  return avg_pool_impl("avg_pool2d", 2, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                         divisor_override, nullptr);
-}
 
-at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
-                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                           std::optional<int64_t> divisor_override, at::Tensor& out) {
-  avg_pool_impl("avg_pool2d.out", 2, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                  divisor_override, &out);
-  return out;
-}
 
 at::Tensor avg_pool_backward_impl(const char* name, int64_t k, const at::Tensor& grad_output, const at::Tensor& self,
                                     at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
@@ -370,21 +328,7 @@ at::Tensor avg_pool_backward_impl(const char* name, int64_t k, const at::Tensor&
   return grad_input;
 }
 
-at::Tensor avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
-                               at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
-                               bool count_include_pad, std::optional<int64_t> divisor_override) {
-  return avg_pool_backward_impl("avg_pool2d_backward", 2, grad_output, self, kernel_size, stride, padding, ceil_mode,
-                                  count_include_pad, divisor_override, nullptr);
-}
 
-at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
-                                    at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
-                                    bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override,
-                                    at::Tensor& grad_input) {
-  avg_pool_backward_impl("avg_pool2d_backward.grad_input", 2, grad_output, self, kernel_size, stride, padding,
-                           ceil_mode, count_include_pad, divisor_override, &grad_input);
-  return grad_input;
-}
 
 // ATen's checks of adaptive pooling over the trailing k dims; returns the output shape.
 c10::DimVector adaptive_shape(const char* base, int64_t k, const at::Tensor& self, const ir::Dims& output_size) {
@@ -420,14 +364,7 @@ at::Tensor adaptive_avg_pool_impl(const char* name, int64_t k, const at::Tensor&
   return output;
 }
 
-at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
-  return adaptive_avg_pool_impl("_adaptive_avg_pool2d", 2, self, output_size, nullptr);
-}
 
-at::Tensor& adaptive_avg_pool2d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, at::Tensor& out) {
-  adaptive_avg_pool_impl("_adaptive_avg_pool2d.out", 2, self, output_size, &out);
-  return out;
-}
 
 at::Tensor adaptive_avg_pool_backward_impl(const char* name, int64_t k, const at::Tensor& grad_output,
                                            const at::Tensor& self, at::Tensor* out) {
@@ -446,80 +383,46 @@ at::Tensor adaptive_avg_pool_backward_impl(const char* name, int64_t k, const at
   return grad_input;
 }
 
-at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
-  return adaptive_avg_pool_backward_impl("_adaptive_avg_pool2d_backward", 2, grad_output, self, nullptr);
-}
 
-at::Tensor& adaptive_avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
-                                             at::Tensor& out) {
-  adaptive_avg_pool_backward_impl("_adaptive_avg_pool2d_backward.out", 2, grad_output, self, &out);
-  return out;
-}
 
-// ------------------------------------------------------------ 3d pooling
+// ------------------------------------------------------------ pooling kernels, 2d and 3d
 
-#define POOL3D_ARGS at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding
-std::tuple<at::Tensor, at::Tensor> max_pool3d_with_indices(const at::Tensor& self, POOL3D_ARGS,
-                                                           at::IntArrayRef dilation, bool ceil_mode) {
-  return max_pool_impl("max_pool3d_with_indices", 3, self, kernel_size, stride, padding, dilation, ceil_mode, nullptr,
-                       nullptr);
+template <int k>
+std::tuple<at::Tensor, at::Tensor> max_pool_with_indices(Overload o, const at::Tensor& self,
+                                                         at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                                                         at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                         bool ceil_mode) {
+  return max_pool_impl(variant(o).c_str(), k, self, kernel_size, stride, padding, dilation, ceil_mode, o.out, o.out2);
 }
-std::tuple<at::Tensor&, at::Tensor&> max_pool3d_with_indices_out(const at::Tensor& self, POOL3D_ARGS,
-                                                                 at::IntArrayRef dilation, bool ceil_mode,
-                                                                 at::Tensor& out, at::Tensor& indices) {
-  max_pool_impl("max_pool3d_with_indices.out", 3, self, kernel_size, stride, padding, dilation, ceil_mode, &out,
-                &indices);
-  return {out, indices};
+template <int k>
+at::Tensor max_pool_with_indices_backward(Overload o, const at::Tensor& grad_output, const at::Tensor& self,
+                                          at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                                          at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
+                                          const at::Tensor& indices) {
+  return max_pool_backward_impl(variant(o).c_str(), k, grad_output, self, kernel_size, stride, padding, dilation,
+                                ceil_mode, indices, o.out);
 }
-at::Tensor max_pool3d_with_indices_backward(const at::Tensor& grad_output, const at::Tensor& self, POOL3D_ARGS,
-                                            at::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices) {
-  return max_pool_backward_impl("max_pool3d_with_indices_backward", 3, grad_output, self, kernel_size, stride, padding,
-                                dilation, ceil_mode, indices, nullptr);
+template <int k>
+at::Tensor avg_pool(Overload o, const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                    at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                    std::optional<int64_t> divisor_override) {
+  return avg_pool_impl(variant(o).c_str(), k, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override, o.out);
 }
-at::Tensor& max_pool3d_with_indices_backward_out(const at::Tensor& grad_output, const at::Tensor& self, POOL3D_ARGS,
-                                                 at::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices,
-                                                 at::Tensor& grad_input) {
-  max_pool_backward_impl("max_pool3d_with_indices_backward.grad_input", 3, grad_output, self, kernel_size, stride,
-                         padding, dilation, ceil_mode, indices, &grad_input);
-  return grad_input;
+template <int k>
+at::Tensor avg_pool_backward(Overload o, const at::Tensor& grad_output, const at::Tensor& self,
+                             at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                             bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  return avg_pool_backward_impl(variant(o).c_str(), k, grad_output, self, kernel_size, stride, padding, ceil_mode,
+                                count_include_pad, divisor_override, o.out);
 }
-at::Tensor avg_pool3d(const at::Tensor& self, POOL3D_ARGS, bool ceil_mode, bool count_include_pad,
-                      std::optional<int64_t> divisor_override) {
-  return avg_pool_impl("avg_pool3d", 3, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                       divisor_override, nullptr);
+template <int k>
+at::Tensor adaptive_avg_pool(Overload o, const at::Tensor& self, c10::SymIntArrayRef output_size) {
+  return adaptive_avg_pool_impl(variant(o).c_str(), k, self, output_size, o.out);
 }
-at::Tensor& avg_pool3d_out(const at::Tensor& self, POOL3D_ARGS, bool ceil_mode, bool count_include_pad,
-                           std::optional<int64_t> divisor_override, at::Tensor& out) {
-  avg_pool_impl("avg_pool3d.out", 3, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                divisor_override, &out);
-  return out;
-}
-at::Tensor avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self, POOL3D_ARGS, bool ceil_mode,
-                               bool count_include_pad, std::optional<int64_t> divisor_override) {
-  return avg_pool_backward_impl("avg_pool3d_backward", 3, grad_output, self, kernel_size, stride, padding, ceil_mode,
-                                count_include_pad, divisor_override, nullptr);
-}
-at::Tensor& avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, POOL3D_ARGS,
-                                    bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override,
-                                    at::Tensor& grad_input) {
-  avg_pool_backward_impl("avg_pool3d_backward.grad_input", 3, grad_output, self, kernel_size, stride, padding,
-                         ceil_mode, count_include_pad, divisor_override, &grad_input);
-  return grad_input;
-}
-#undef POOL3D_ARGS
-at::Tensor adaptive_avg_pool3d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
-  return adaptive_avg_pool_impl("_adaptive_avg_pool3d", 3, self, output_size, nullptr);
-}
-at::Tensor& adaptive_avg_pool3d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, at::Tensor& out) {
-  adaptive_avg_pool_impl("_adaptive_avg_pool3d.out", 3, self, output_size, &out);
-  return out;
-}
-at::Tensor adaptive_avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
-  return adaptive_avg_pool_backward_impl("_adaptive_avg_pool3d_backward", 3, grad_output, self, nullptr);
-}
-at::Tensor& adaptive_avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::Tensor& out) {
-  adaptive_avg_pool_backward_impl("_adaptive_avg_pool3d_backward.out", 3, grad_output, self, &out);
-  return out;
+template <int k>
+at::Tensor adaptive_avg_pool_backward(Overload o, const at::Tensor& grad_output, const at::Tensor& self) {
+  return adaptive_avg_pool_backward_impl(variant(o).c_str(), k, grad_output, self, o.out);
 }
 
 // ------------------------------------------------------------ adaptive max pooling
@@ -548,10 +451,6 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_pool_op(Overload o, const at::Te
   prog.run();
   return {values, index};
 }
-constexpr auto adaptive_max_pool2d = functional_overload<adaptive_max_pool_op<2>, "adaptive_max_pool2d">;
-constexpr auto adaptive_max_pool2d_out = out_overload<adaptive_max_pool_op<2>, "adaptive_max_pool2d.out">;
-constexpr auto adaptive_max_pool3d = functional_overload<adaptive_max_pool_op<3>, "adaptive_max_pool3d">;
-constexpr auto adaptive_max_pool3d_out = out_overload<adaptive_max_pool_op<3>, "adaptive_max_pool3d.out">;
 
 // The gradient of adaptive or fractional max pooling over k dims, from the
 // indices the forward chose.
@@ -576,14 +475,6 @@ at::Tensor adaptive_max_pool_backward_op(Overload o, const at::Tensor& grad_outp
                                          const at::Tensor& indices) {
   return max_pool_indices_backward(o, k, grad_output, self, indices);
 }
-constexpr auto adaptive_max_pool2d_backward =
-    functional_overload<adaptive_max_pool_backward_op<2>, "adaptive_max_pool2d_backward">;
-constexpr auto adaptive_max_pool2d_backward_out =
-    out_overload<adaptive_max_pool_backward_op<2>, "adaptive_max_pool2d_backward.grad_input">;
-constexpr auto adaptive_max_pool3d_backward =
-    functional_overload<adaptive_max_pool_backward_op<3>, "adaptive_max_pool3d_backward">;
-constexpr auto adaptive_max_pool3d_backward_out =
-    out_overload<adaptive_max_pool_backward_op<3>, "adaptive_max_pool3d_backward.grad_input">;
 
 // ------------------------------------------------------------ max_unpool
 
@@ -740,43 +631,39 @@ at::Tensor& fractional_max_pool_backward_out(const at::Tensor& grad_output, cons
   return grad_input;
 }
 
+// ATen's name of a pooling op over k spatial dims, from its 2d name (the 3d
+// names differ in that digit alone).
+template <int k, OpName kName2d>
+constexpr auto pooling_name() {
+  auto name = kName2d;
+  for (char& c : name.chars)
+    if (c == '2') c = static_cast<char>('0' + k);
+  return name;
+}
+
+// Every pooling op over k spatial dims, each with its out= (backward: grad_input) overload.
+template <int k>
+void register_pooling(torch::Library& m) {
+  constexpr OverloadNames kGradInput{"", nullptr, ".grad_input"};
+  impl_variants<max_pool_with_indices<k>, pooling_name<k, "max_pool2d_with_indices">()>(m, kFunctionalAndOut);
+  impl_variants<max_pool_with_indices_backward<k>, pooling_name<k, "max_pool2d_with_indices_backward">()>(m,
+                                                                                                      kGradInput);
+  impl_variants<avg_pool<k>, pooling_name<k, "avg_pool2d">()>(m, kFunctionalAndOut);
+  impl_variants<avg_pool_backward<k>, pooling_name<k, "avg_pool2d_backward">()>(m, kGradInput);
+  impl_variants<adaptive_avg_pool<k>, pooling_name<k, "_adaptive_avg_pool2d">()>(m, kFunctionalAndOut);
+  impl_variants<adaptive_avg_pool_backward<k>, pooling_name<k, "_adaptive_avg_pool2d_backward">()>(m,
+                                                                                                kFunctionalAndOut);
+  impl_variants<adaptive_max_pool_op<k>, pooling_name<k, "adaptive_max_pool2d">()>(m, kFunctionalAndOut);
+  impl_variants<adaptive_max_pool_backward_op<k>, pooling_name<k, "adaptive_max_pool2d_backward">()>(m, kGradInput);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", convolution);
   m.impl("convolution_backward_overrideable", convolution_backward);
-  m.impl("max_pool2d_with_indices", max_pool2d_with_indices);
-  m.impl("max_pool2d_with_indices.out", max_pool2d_with_indices_out);
-  m.impl("max_pool2d_with_indices_backward", max_pool2d_with_indices_backward);
-  m.impl("max_pool2d_with_indices_backward.grad_input", max_pool2d_with_indices_backward_out);
-  m.impl("avg_pool2d", avg_pool2d);
-  m.impl("avg_pool2d.out", avg_pool2d_out);
-  m.impl("avg_pool2d_backward", avg_pool2d_backward);
-  m.impl("avg_pool2d_backward.grad_input", avg_pool2d_backward_out);
-  m.impl("_adaptive_avg_pool2d", adaptive_avg_pool2d);
-  m.impl("_adaptive_avg_pool2d.out", adaptive_avg_pool2d_out);
-  m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
-  m.impl("_adaptive_avg_pool2d_backward.out", adaptive_avg_pool2d_backward_out);
-  m.impl("max_pool3d_with_indices", max_pool3d_with_indices);
-  m.impl("max_pool3d_with_indices.out", max_pool3d_with_indices_out);
-  m.impl("max_pool3d_with_indices_backward", max_pool3d_with_indices_backward);
-  m.impl("max_pool3d_with_indices_backward.grad_input", max_pool3d_with_indices_backward_out);
-  m.impl("avg_pool3d", avg_pool3d);
-  m.impl("avg_pool3d.out", avg_pool3d_out);
-  m.impl("avg_pool3d_backward", avg_pool3d_backward);
-  m.impl("avg_pool3d_backward.grad_input", avg_pool3d_backward_out);
-  m.impl("_adaptive_avg_pool3d", adaptive_avg_pool3d);
-  m.impl("_adaptive_avg_pool3d.out", adaptive_avg_pool3d_out);
-  m.impl("_adaptive_avg_pool3d_backward", adaptive_avg_pool3d_backward);
-  m.impl("_adaptive_avg_pool3d_backward.out", adaptive_avg_pool3d_backward_out);
-  m.impl("adaptive_max_pool2d", adaptive_max_pool2d);
-  m.impl("adaptive_max_pool2d.out", adaptive_max_pool2d_out);
-  m.impl("adaptive_max_pool2d_backward", adaptive_max_pool2d_backward);
-  m.impl("adaptive_max_pool2d_backward.grad_input", adaptive_max_pool2d_backward_out);
-  m.impl("adaptive_max_pool3d", adaptive_max_pool3d);
-  m.impl("adaptive_max_pool3d.out", adaptive_max_pool3d_out);
-  m.impl("adaptive_max_pool3d_backward", adaptive_max_pool3d_backward);
-  m.impl("adaptive_max_pool3d_backward.grad_input", adaptive_max_pool3d_backward_out);
+  register_pooling<2>(m);
+  register_pooling<3>(m);
   m.impl("max_unpool2d", max_unpool2d);
   m.impl("max_unpool2d.out", max_unpool2d_out);
   m.impl("max_unpool3d", max_unpool3d);
