@@ -644,17 +644,15 @@ constexpr auto pooling_name() {
 // Every pooling op over k spatial dims, each with its out= (backward: grad_input) overload.
 template <int k>
 void register_pooling(torch::Library& m) {
-  constexpr OverloadNames kGradInput{"", nullptr, ".grad_input"};
-  impl_variants<max_pool_with_indices<k>, pooling_name<k, "max_pool2d_with_indices">()>(m, kFunctionalAndOut);
-  impl_variants<max_pool_with_indices_backward<k>, pooling_name<k, "max_pool2d_with_indices_backward">()>(m,
-                                                                                                      kGradInput);
-  impl_variants<avg_pool<k>, pooling_name<k, "avg_pool2d">()>(m, kFunctionalAndOut);
-  impl_variants<avg_pool_backward<k>, pooling_name<k, "avg_pool2d_backward">()>(m, kGradInput);
-  impl_variants<adaptive_avg_pool<k>, pooling_name<k, "_adaptive_avg_pool2d">()>(m, kFunctionalAndOut);
-  impl_variants<adaptive_avg_pool_backward<k>, pooling_name<k, "_adaptive_avg_pool2d_backward">()>(m,
-                                                                                                kFunctionalAndOut);
-  impl_variants<adaptive_max_pool_op<k>, pooling_name<k, "adaptive_max_pool2d">()>(m, kFunctionalAndOut);
-  impl_variants<adaptive_max_pool_backward_op<k>, pooling_name<k, "adaptive_max_pool2d_backward">()>(m, kGradInput);
+  constexpr OverloadNames kOut = kFunctionalAndOut, kGrad = kFunctionalAndGradInput;
+  impl_variants<max_pool_with_indices<k>, pooling_name<k, "max_pool2d_with_indices">()>(m, kOut);
+  impl_variants<max_pool_with_indices_backward<k>, pooling_name<k, "max_pool2d_with_indices_backward">()>(m, kGrad);
+  impl_variants<avg_pool<k>, pooling_name<k, "avg_pool2d">()>(m, kOut);
+  impl_variants<avg_pool_backward<k>, pooling_name<k, "avg_pool2d_backward">()>(m, kGrad);
+  impl_variants<adaptive_avg_pool<k>, pooling_name<k, "_adaptive_avg_pool2d">()>(m, kOut);
+  impl_variants<adaptive_avg_pool_backward<k>, pooling_name<k, "_adaptive_avg_pool2d_backward">()>(m, kOut);
+  impl_variants<adaptive_max_pool_op<k>, pooling_name<k, "adaptive_max_pool2d">()>(m, kOut);
+  impl_variants<adaptive_max_pool_backward_op<k>, pooling_name<k, "adaptive_max_pool2d_backward">()>(m, kGrad);
 }
 
 }  // namespace

@@ -518,40 +518,21 @@ at::Tensor loss_backward_op(const char* name, Loss kind, const at::Tensor& grad,
   return gi;
 }
 
-at::Tensor mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
-  return loss_op("mse_loss", Loss::Mse, self, target, std::nullopt, reduction, nullptr);
+// mse_loss and binary_cross_entropy, and their backwards.
+at::Tensor mse_loss(Overload o, const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  return loss_op(variant(o).c_str(), Loss::Mse, self, target, std::nullopt, reduction, o.out);
 }
-at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
-  loss_op("mse_loss.out", Loss::Mse, self, target, std::nullopt, reduction, &out);
-  return out;
-}
-at::Tensor mse_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+at::Tensor mse_loss_backward(Overload o, const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                              int64_t reduction) {
-  return loss_backward_op("mse_loss_backward", Loss::Mse, grad, self, target, std::nullopt, reduction, nullptr);
+  return loss_backward_op(variant(o).c_str(), Loss::Mse, grad, self, target, std::nullopt, reduction, o.out);
 }
-at::Tensor& mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                                  int64_t reduction, at::Tensor& grad_input) {
-  loss_backward_op("mse_loss_backward.grad_input", Loss::Mse, grad, self, target, std::nullopt, reduction,
-                   &grad_input);
-  return grad_input;
+at::Tensor bce(Overload o, const at::Tensor& self, const at::Tensor& target, const OptTensor& weight,
+               int64_t reduction) {
+  return loss_op(variant(o).c_str(), Loss::Bce, self, target, weight, reduction, o.out);
 }
-at::Tensor bce(const at::Tensor& self, const at::Tensor& target, const OptTensor& weight, int64_t reduction) {
-  return loss_op("binary_cross_entropy", Loss::Bce, self, target, weight, reduction, nullptr);
-}
-at::Tensor& bce_out(const at::Tensor& self, const at::Tensor& target, const OptTensor& weight, int64_t reduction,
-                    at::Tensor& out) {
-  loss_op("binary_cross_entropy.out", Loss::Bce, self, target, weight, reduction, &out);
-  return out;
-}
-at::Tensor bce_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+at::Tensor bce_backward(Overload o, const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                         const OptTensor& weight, int64_t reduction) {
-  return loss_backward_op("binary_cross_entropy_backward", Loss::Bce, grad, self, target, weight, reduction, nullptr);
-}
-at::Tensor& bce_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                             const OptTensor& weight, int64_t reduction, at::Tensor& grad_input) {
-  loss_backward_op("binary_cross_entropy_backward.grad_input", Loss::Bce, grad, self, target, weight, reduction,
-                   &grad_input);
-  return grad_input;
+  return loss_backward_op(variant(o).c_str(), Loss::Bce, grad, self, target, weight, reduction, o.out);
 }
 
 // Registered natively (ATen's composite would go through log_sigmoid_forward);
@@ -578,14 +559,9 @@ at::Tensor bce_logits_op(const char* name, const at::Tensor& self, const at::Ten
   p.run();
   return output;
 }
-at::Tensor bce_logits(const at::Tensor& self, const at::Tensor& target, const OptTensor& weight,
+at::Tensor bce_logits(Overload o, const at::Tensor& self, const at::Tensor& target, const OptTensor& weight,
                       const OptTensor& pos_weight, int64_t reduction) {
-  return bce_logits_op("binary_cross_entropy_with_logits", self, target, weight, pos_weight, reduction, nullptr);
-}
-at::Tensor& bce_logits_out(const at::Tensor& self, const at::Tensor& target, const OptTensor& weight,
-                           const OptTensor& pos_weight, int64_t reduction, at::Tensor& out) {
-  bce_logits_op("binary_cross_entropy_with_logits.out", self, target, weight, pos_weight, reduction, &out);
-  return out;
+  return bce_logits_op(variant(o).c_str(), self, target, weight, pos_weight, reduction, o.out);
 }
 
 // ------------------------------------------------------------ shrink, threshold, glu, log_sigmoid, prelu
@@ -885,47 +861,24 @@ at::Tensor& rrelu_with_noise_out(const at::Tensor& self, at::Tensor& noise, cons
 
 // ------------------------------------------------------------ huber, smooth L1, margin losses
 
-at::Tensor huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
+// huber_loss and smooth_l1_loss, and their backwards.
+at::Tensor huber_loss(Overload o, const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
-  return loss_op("huber_loss", Loss::Huber, self, target, std::nullopt, reduction, nullptr, delta);
+  return loss_op(variant(o).c_str(), Loss::Huber, self, target, std::nullopt, reduction, o.out, delta);
 }
-at::Tensor& huber_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta,
-                           at::Tensor& out) {
-  TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
-  loss_op("huber_loss.out", Loss::Huber, self, target, std::nullopt, reduction, &out, delta);
-  return out;
-}
-at::Tensor huber_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+at::Tensor huber_loss_backward(Overload o, const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                int64_t reduction, double delta) {
-  return loss_backward_op("huber_loss_backward", Loss::Huber, grad, self, target, std::nullopt, reduction, nullptr,
-                          delta);
+  return loss_backward_op(variant(o).c_str(), Loss::Huber, grad, self, target, std::nullopt, reduction, o.out, delta);
 }
-at::Tensor& huber_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                                    int64_t reduction, double delta, at::Tensor& grad_input) {
-  loss_backward_op("huber_loss_backward.out", Loss::Huber, grad, self, target, std::nullopt, reduction, &grad_input,
-                   delta);
-  return grad_input;
-}
-at::Tensor smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta) {
+at::Tensor smooth_l1_loss(Overload o, const at::Tensor& self, const at::Tensor& target, int64_t reduction,
+                          double beta) {
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
-  return loss_op("smooth_l1_loss", Loss::SmoothL1, self, target, std::nullopt, reduction, nullptr, beta);
+  return loss_op(variant(o).c_str(), Loss::SmoothL1, self, target, std::nullopt, reduction, o.out, beta);
 }
-at::Tensor& smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta,
-                               at::Tensor& out) {
-  TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
-  loss_op("smooth_l1_loss.out", Loss::SmoothL1, self, target, std::nullopt, reduction, &out, beta);
-  return out;
-}
-at::Tensor smooth_l1_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                                   int64_t reduction, double beta) {
-  return loss_backward_op("smooth_l1_loss_backward", Loss::SmoothL1, grad, self, target, std::nullopt, reduction,
-                          nullptr, beta);
-}
-at::Tensor& smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                                        int64_t reduction, double beta, at::Tensor& grad_input) {
-  loss_backward_op("smooth_l1_loss_backward.grad_input", Loss::SmoothL1, grad, self, target, std::nullopt, reduction,
-                   &grad_input, beta);
-  return grad_input;
+at::Tensor smooth_l1_loss_backward(Overload o, const at::Tensor& grad, const at::Tensor& self,
+                                   const at::Tensor& target, int64_t reduction, double beta) {
+  return loss_backward_op(variant(o).c_str(), Loss::SmoothL1, grad, self, target, std::nullopt, reduction, o.out,
+                          beta);
 }
 
 // ATen's shape rules of multi_margin_loss: returns (frames, classes).
@@ -1425,16 +1378,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss2d_forward.output", nll_loss2d_forward_out);
   m.impl("nll_loss2d_backward", nll_loss2d_backward);
   m.impl("nll_loss2d_backward.grad_input", nll_loss2d_backward_out);
-  m.impl("mse_loss", mse_loss);
-  m.impl("mse_loss.out", mse_loss_out);
-  m.impl("mse_loss_backward", mse_loss_backward);
-  m.impl("mse_loss_backward.grad_input", mse_loss_backward_out);
-  m.impl("binary_cross_entropy", bce);
-  m.impl("binary_cross_entropy.out", bce_out);
-  m.impl("binary_cross_entropy_backward", bce_backward);
-  m.impl("binary_cross_entropy_backward.grad_input", bce_backward_out);
-  m.impl("binary_cross_entropy_with_logits", bce_logits);
-  m.impl("binary_cross_entropy_with_logits.out", bce_logits_out);
+  impl_variants<mse_loss, "mse_loss">(m, kFunctionalAndOut);
+  impl_variants<mse_loss_backward, "mse_loss_backward">(m, kFunctionalAndGradInput);
+  impl_variants<bce, "binary_cross_entropy">(m, kFunctionalAndOut);
+  impl_variants<bce_backward, "binary_cross_entropy_backward">(m, kFunctionalAndGradInput);
+  impl_variants<bce_logits, "binary_cross_entropy_with_logits">(m, kFunctionalAndOut);
   m.impl("hardshrink", hardshrink);
   m.impl("hardshrink.out", hardshrink_out);
   m.impl("hardshrink_backward", hardshrink_backward);
@@ -1462,14 +1410,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("rrelu_with_noise", rrelu_with_noise);
   m.impl("rrelu_with_noise_", rrelu_with_noise_inplace);
   m.impl("rrelu_with_noise.out", rrelu_with_noise_out);
-  m.impl("huber_loss", huber_loss);
-  m.impl("huber_loss.out", huber_loss_out);
-  m.impl("huber_loss_backward", huber_loss_backward);
-  m.impl("huber_loss_backward.out", huber_loss_backward_out);
-  m.impl("smooth_l1_loss", smooth_l1_loss);
-  m.impl("smooth_l1_loss.out", smooth_l1_loss_out);
-  m.impl("smooth_l1_loss_backward", smooth_l1_loss_backward);
-  m.impl("smooth_l1_loss_backward.grad_input", smooth_l1_loss_backward_out);
+  impl_variants<huber_loss, "huber_loss">(m, kFunctionalAndOut);
+  impl_variants<huber_loss_backward, "huber_loss_backward">(m, kFunctionalAndOut);
+  impl_variants<smooth_l1_loss, "smooth_l1_loss">(m, kFunctionalAndOut);
+  impl_variants<smooth_l1_loss_backward, "smooth_l1_loss_backward">(m, kFunctionalAndGradInput);
   m.impl("multi_margin_loss", multi_margin_loss);
   m.impl("multi_margin_loss.out", multi_margin_loss_out);
   m.impl("multi_margin_loss_backward", multi_margin_loss_backward);

@@ -143,6 +143,8 @@ struct OverloadNames {
 inline constexpr OverloadNames kTensorOverloads{".Tensor", "_.Tensor", ".Tensor_out"};
 inline constexpr OverloadNames kScalarOverloads{".Scalar", "_.Scalar", ".Scalar_out"};
 inline constexpr OverloadNames kFunctionalAndOut{"", nullptr, ".out"};
+// A backward op: its out= form is ATen's ".grad_input".
+inline constexpr OverloadNames kFunctionalAndGradInput{"", nullptr, ".grad_input"};
 
 // Registers the overloads of op kName made from one kernel (at::Tensor
 // kernel(Overload, Args...)); the kernel sees kName as o.name, and o.out /
