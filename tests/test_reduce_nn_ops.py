@@ -113,6 +113,16 @@ def test_extrema_nan_and_zero_dim():
     check(torch.aminmax, make((5, 3), torch.int32))
 
 
+def test_accumulate_checks_the_dtype_before_the_dims():
+    # As ATen: a mean of bools over a dim that does not exist is the dtype error, not an IndexError.
+    x = torch.ones(3, dtype=torch.bool)
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="mean\\(\\): could not infer output dtype"):
+            x.to(device).mean(1)
+    with pytest.raises(IndexError):
+        torch.ones(3, device="tpu").sum(1)
+
+
 def test_extrema_errors_on_empty():
     e = torch.zeros(0, 3, device="tpu")
     with pytest.raises(RuntimeError, match="Expected reduction dim to be specified"):

@@ -85,8 +85,7 @@ c10::ScalarType accumulate_result(Overload o, Accumulate kind, const at::Tensor&
 }
 
 at::Tensor accumulate(Overload o, Accumulate kind, const at::Tensor& self, const ir::Dims& dims, bool keepdim,
-                      std::optional<c10::ScalarType> dtype) {
-  c10::ScalarType result = accumulate_result(o, kind, self, dtype);
+                      c10::ScalarType result) {
   std::string name = variant(o);
   return reduce_op(name.c_str(), self, dims, keepdim, {{result, o.out}}, [&](ir::Graph& g, ir::Value x) -> Values {
     ir::DType acc = lowering::accumulate_dtype(ir_of(result));
@@ -99,19 +98,23 @@ at::Tensor accumulate(Overload o, Accumulate kind, const at::Tensor& self, const
     return {};
   })[0];
 }
-// sum / mean over a dim list (none: all), prod over all dims or one.
+// sum / mean over a dim list (none: all), prod over all dims or one. The result
+// dtype is checked before the dims, as ATen does (mean of bools over a bad dim: the dtype error).
 template <Accumulate kKind>
 at::Tensor accumulate_dims(Overload o, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                            std::optional<c10::ScalarType> dtype) {
-  return accumulate(o, kKind, self, dims_of(self, dim), keepdim, dtype);
+  c10::ScalarType result = accumulate_result(o, kKind, self, dtype);
+  return accumulate(o, kKind, self, dims_of(self, dim), keepdim, result);
 }
 template <Accumulate kKind>
 at::Tensor accumulate_all(Overload o, const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
-  return accumulate(o, kKind, self, dims_of(self, std::nullopt), false, dtype);
+  c10::ScalarType result = accumulate_result(o, kKind, self, dtype);
+  return accumulate(o, kKind, self, dims_of(self, std::nullopt), false, result);
 }
 at::Tensor prod_dim(Overload o, const at::Tensor& self, int64_t dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype) {
-  return accumulate(o, Accumulate::Prod, self, dims_of(self, at::IntArrayRef{dim}), keepdim, dtype);
+  c10::ScalarType result = accumulate_result(o, Accumulate::Prod, self, dtype);
+  return accumulate(o, Accumulate::Prod, self, dims_of(self, at::IntArrayRef{dim}), keepdim, result);
 }
 
 // ------------------------------------------------------------ extrema
