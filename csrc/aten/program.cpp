@@ -368,10 +368,12 @@ Program::StorageState* Program::find_storage(engine::StorageValue* value) {
 }
 
 Program::StorageState& Program::add_storage(StorageState&& state) {
-  if (storages_.size() > 16 && storage_index_.size() >= 2 * (storages_.size() + 1))
-    index_storage(state.value, static_cast<uint32_t>(storages_.size()));
-  else if (!storage_index_.empty())
-    storage_index_.clear();  // outgrown: find_storage rebuilds it
+  if (!storage_index_.empty()) {  // built: kept at most half full, else rebuilt by find_storage
+    if (storage_index_.size() >= 2 * (storages_.size() + 1))
+      index_storage(state.value, static_cast<uint32_t>(storages_.size()));
+    else
+      storage_index_.clear();
+  }
   storages_.push_back(std::move(state));
   return storages_.back();
 }

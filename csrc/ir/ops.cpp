@@ -107,6 +107,8 @@ void require(bool ok, const char* what) {
 
 }  // namespace
 
+namespace {
+
 // The attributes of a scalar constant, formatted once per value on each thread:
 // programs ask for the same few constants (0, 1, 0.5, a dtype's limits) again
 // and again, and formatting one cost more than the rest of its node.
@@ -129,6 +131,8 @@ const std::string& constant_attrs(DType dtype, double value) {
   }
   return e.attrs;
 }
+
+}  // namespace
 
 Value constant(Graph& g, DType dtype, double value) {
   return g.add(ir::Op::Constant, {}, Type{dtype, {}}, constant_attrs(dtype, value));
