@@ -199,6 +199,8 @@ def collectives():
     after = torch_tpu.metrics()
     assert after["collectives"] - before["collectives"] == 1, (before, after)
     assert after["collective_host_bytes"] - before["collective_host_bytes"] == 3 * 4 * 4, (before, after)
+    assert after["collectives_host_transport"] - before["collectives_host_transport"] == 1, (before, after)
+    assert after["collectives_device_transport"] == before["collectives_device_transport"], (before, after)
 
 
 def make_mlp():

@@ -103,6 +103,15 @@ def test_the_distributed_benchmark_records_rank_zero():
     assert merged["launches"] == 2 and merged["allreduce_s"].keys() == records[0]["allreduce_s"].keys()
 
 
+def test_the_distributed_benchmark_times_in_process_collectives_per_transport():
+    record = distributed._run_in_process(2, sizes=[256])
+    assert record["status"] == "ok", record.get("error")
+    assert record["devices"] == 2 and sorted(record["collectives"]) == sorted(distributed.COLLECTIVES)
+    for sizes in record["collectives"].values():
+        assert list(sizes) == ["1024"]
+        assert all(sizes["1024"][k] > 0 for k in ("device_s", "host_staged_s", "device_GBps", "host_staged_GBps"))
+
+
 @pytest.mark.parametrize("mode", ["fused", "compiled"])
 def test_a_step_is_also_timed_phase_by_phase(mode):
     with tempfile.TemporaryDirectory() as cache_dir:

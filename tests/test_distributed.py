@@ -64,13 +64,39 @@ gathered = torch.empty(4, device="tpu")
 dist.all_gather_into_tensor(gathered, source)
 m = torch_tpu.metrics()
 print(dist.get_backend(), t.cpu().tolist(), out.cpu().tolist(), source.cpu().tolist(), gathered.cpu().tolist(),
-      m["collectives"], m["collective_host_bytes"])
+      m["collectives"], m["collective_host_bytes"], m["collectives_device_transport"], m["collectives_host_transport"])
 dist.destroy_process_group()
 """
     out = run_python(code, str(tmp_path / "store"))
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split("\n")[-2] == ("tpu_dist [0.0, 2.0, 4.0, 6.0] [0.0, 3.0, 6.0, 9.0] [0.0, 1.0, 2.0, 3.0] "
-                                          "[0.0, 1.0, 2.0, 3.0] 5 0"), out.stdout
+                                          "[0.0, 1.0, 2.0, 3.0] 5 0 5 0"), out.stdout
+
+
+def test_transport_knob(monkeypatch):
+    from torch_tpu import _distributed
+    monkeypatch.delenv("TORCH_TPU_DIST_TRANSPORT", raising=False)
+    assert _distributed._transport(2) == "host"
+    monkeypatch.setenv("TORCH_TPU_DIST_TRANSPORT", "device")
+    assert _distributed._transport(1) == "device"  # a group of one runs on its device anyway
+    with pytest.raises(RuntimeError, match="holds only this process's devices"):
+        _distributed._transport(2)  # XLA:CPU's client spans one process
+    monkeypatch.setenv("TORCH_TPU_DIST_TRANSPORT", "nvlink")
+    with pytest.raises(ValueError, match="expected 'host' or 'device'"):
+        _distributed._transport(2)
+
+
+def test_forcing_the_device_transport_across_processes_raises_at_group_creation(tmp_path):
+    code = """
+import sys, torch, torch.distributed as dist, torch_tpu
+from torch.distributed import FileStore
+try:
+    dist.init_process_group("tpu_dist", store=FileStore(sys.argv[1], 2), rank=0, world_size=2)
+except RuntimeError as e:
+    print("raised:", str(e).splitlines()[0][:200])
+"""
+    out = run_python(code, str(tmp_path / "store"), TORCH_TPU_DIST_TRANSPORT="device", timeout=120)
+    assert "raised: TORCH_TPU_DIST_TRANSPORT=device" in out.stdout, (out.stdout, out.stderr[-2000:])
 
 
 def test_cpu_plugin_exposes_a_device_per_local_rank(monkeypatch):

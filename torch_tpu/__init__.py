@@ -90,6 +90,6 @@ def sync():
 
 def plugin_info():
     """The running PJRT plugin: platform, version, path, API version, device kinds,
-    the XLA_FLAGS it was created with, and who splits long reductions ("torch_tpu"
+    this process's index and the devices of all processes its client spans, the XLA_FLAGS it was created with, and who splits long reductions ("torch_tpu"
     on XLA:CPU, else "compiler")."""
     return _C._init()

@@ -6,11 +6,35 @@ change: `dist.init_process_group("nccl")` becomes `dist.init_process_group()`
 exchange CPU tensors). Collectives are staged through host memory over a gloo
 backend on the same store (csrc/distributed/host_staged_backend.cpp): the
 transport for plugins without cross-process XLA collectives, such as XLA:CPU.
-torch_tpu.metrics() counts them ("collectives", "collective_host_bytes").
+torch_tpu.metrics() counts them ("collectives_host_transport",
+"collective_host_bytes"). TORCH_TPU_DIST_TRANSPORT picks the transport
+(`host`, the default; `device` needs a plugin whose client spans the group's
+processes, which no plugin tested here has).
 """
 import torch.distributed as dist
 
 from . import _C
+from . import config
+
+TRANSPORT_ENV = "TORCH_TPU_DIST_TRANSPORT"
+
+
+def _transport(group_size):
+    """The transport a new group uses: TORCH_TPU_DIST_TRANSPORT, else `host`."""
+    value = (config.get(TRANSPORT_ENV) or "host").strip().lower()
+    if value not in ("host", "device"):
+        raise ValueError("%s=%r: expected 'host' or 'device'" % (TRANSPORT_ENV, value))
+    if value == "device" and group_size > 1:
+        info = _C._init()
+        spans = info["global_device_count"] > len(info["device_kinds"])
+        raise RuntimeError(
+            "%s=device: a group of %d processes needs one XLA program across them, and the %s plugin's client %s; "
+            "tpu_dist runs collectives across processes through host memory (unset %s or set it to 'host'). "
+            "Collectives over several devices of one process run on the devices: torch_tpu.distributed."
+            % (TRANSPORT_ENV, group_size, info["platform"],
+               "spans other processes' devices, but tpu_dist's cross-process device transport is not built yet"
+               if spans else "holds only this process's devices", TRANSPORT_ENV))
+    return value
 
 BACKEND = "tpu_dist"
 
@@ -20,6 +44,7 @@ def _create_backend(options, backend_options=None):
         raise RuntimeError(
             "tpu_dist stages collectives through host memory over gloo, and this torch build has no gloo "
             "(torch.distributed.is_gloo_available() is False)")
+    _transport(options.group_size)
     _C._register_host_staged_backend()
     host = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size, options.timeout)
     return _C._HostStagedBackend(host, options.store, options.group_rank, options.group_size)

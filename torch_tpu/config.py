@@ -60,6 +60,11 @@ KNOBS = tuple(Knob(*row) for row in (
      "maps, and a process has at most `vm.max_map_count` (65530)."),
     ("TORCH_TPU_DIST_BLOCKING", "0", "c++, once",
      "`1`: each tpu_dist collective completes before its call returns (the host transfer and the copy into the tpu tensors), `async_op=True` included. Default `0`: the call returns once its tensors are staged, and `wait()` waits, as with NCCL."),
+    ("TORCH_TPU_DIST_TRANSPORT", "", "python, at group creation",
+     "how `tpu_dist` moves a group's tensors: `host` (staged through host memory over gloo), `device` "
+     "(one XLA collective program; raises where the plugin's client does not span the group's processes). "
+     "Unset: `host` ([distributed](docs/distributed.md)). In-process collectives over several devices "
+     "(`torch_tpu.distributed`) always run on the devices."),
     ("TORCH_TPU_DYNAMIC_BUCKETS", "pow2", "python, at import",
      "`torch.compile` dynamic shapes: `pow2` (default, 16 to 4096), `pow2:MIN:MAX`, a list such "
      "as `64,128,256`, or `off`."),

@@ -8,8 +8,10 @@ def metrics():
     execute_seconds, host<->device transfers and bytes, fallbacks (total) and
     fallback_ops (per op), compiled_programs, donated_buffers, fused-mode
     graphs (fused_graphs, fused_graph_ops: ops appended in all, fused_graph_ops_max,
-    fused_cuts: why graphs were cut, per reason), tpu_dist collectives and the
-    bytes they staged through host memory (collectives, collective_host_bytes),
+    fused_cuts: why graphs were cut, per reason), collectives (in all, and per
+    transport: collectives_host_transport for tpu_dist's host-staged ones,
+    collectives_device_transport for those run as XLA programs) and the bytes
+    staged through host memory (collective_host_bytes),
     device memory (bytes of live device buffers: memory_allocated,
     max_memory_allocated) and pinned host memory (pin_memory(): live bytes in
     pinned_host_bytes, of which pinned_host_dma_mapped_bytes are registered with
@@ -19,7 +21,8 @@ def metrics():
         "host_to_device_transfers": 0, "host_to_device_bytes": 0, "device_to_host_transfers": 0,
         "device_to_host_bytes": 0, "fallbacks": 0, "disk_cache_hits": 0, "disk_load_seconds": 0.0,
         "donated_buffers": 0, "fused_graphs": 0, "fused_graph_ops": 0, "fused_graph_ops_max": 0,
-        "collectives": 0, "collective_host_bytes": 0, "pinned_host_allocations": 0,
+        "collectives": 0, "collectives_host_transport": 0, "collectives_device_transport": 0,
+        "collective_host_bytes": 0, "pinned_host_allocations": 0,
     }
     counters = _C._metrics()
     out["fused_cuts"] = {key[len("fused_cut_"):]: int(counters.pop(key))

@@ -1,4 +1,4 @@
-#include "distributed/host_staged_backend.h"
+#include "distributed/bindings.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -234,7 +234,7 @@ class HostStagedBackend final : public c10d::Backend {
   WorkPtr broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override {
     Traced traced("broadcast", tensors);
     check_tpu(tensors, "broadcast");
-    if (size_ == 1) return finished(tensors);
+    if (size_ == 1) return finished(tensors, true);
     after_in_flight(tensors);
     Tensors host = to_host(tensors);
     bool receives = rank_ != opts.rootRank;
@@ -402,7 +402,7 @@ class HostStagedBackend final : public c10d::Backend {
     check_tpu(tensors, "send");
     after_in_flight(tensors);
     Tensors host = to_host(tensors);
-    engine::metrics().add("collectives");
+    add_collective_metrics();
     return c10::make_intrusive<StagedWork>(host_->send(host, dst_rank, tag), host, Tensors{}, c10d::OpType::SEND);
   }
 
@@ -410,14 +410,14 @@ class HostStagedBackend final : public c10d::Backend {
     check_tpu(tensors, "recv");
     after_in_flight(tensors);
     Tensors host = host_like(tensors);
-    engine::metrics().add("collectives");
+    add_collective_metrics();
     return c10::make_intrusive<StagedWork>(host_->recv(host, src_rank, tag), host, tensors, c10d::OpType::RECV);
   }
 
   WorkPtr recvAnysource(Tensors& tensors, int tag) override {
     check_tpu(tensors, "recv");
     Tensors host = host_like(tensors);
-    engine::metrics().add("collectives");
+    add_collective_metrics();
     return c10::make_intrusive<StagedWork>(host_->recvAnysource(host, tag), host, tensors,
                                            c10d::OpType::RECVANYSOURCE);
   }
@@ -428,7 +428,7 @@ class HostStagedBackend final : public c10d::Backend {
     c10d::BarrierOptions host_opts;
     host_opts.timeout = opts.timeout;
     host_->barrier(host_opts)->wait();
-    return finished({});
+    return finished({}, false);
   }
 
   // A coalesced batch is its calls in order; the batch's Work (the only one c10d's
@@ -480,9 +480,10 @@ class HostStagedBackend final : public c10d::Backend {
   };
 
   // A collective that has finished: its Work is done and its future holds the
-  // output tensors (DDP's reducer reads them from there).
-  static WorkPtr finished(const Tensors& outputs) {
-    count_collective();
+  // output tensors (DDP's reducer reads them from there). A group of one's
+  // collectives finish on the device, with no host transfer.
+  static WorkPtr finished(const Tensors& outputs, bool on_device) {
+    count_collective(on_device);
     return completed(outputs);
   }
   static WorkPtr completed(const Tensors& outputs) {
@@ -579,8 +580,12 @@ class HostStagedBackend final : public c10d::Backend {
     OneCount() { t_in_batch = true; }
     ~OneCount() { t_in_batch = false; }
   };
-  static void count_collective() {
-    if (!t_in_batch) engine::metrics().add("collectives");
+  static void add_collective_metrics(bool on_device = false) {
+    engine::metrics().add("collectives");
+    engine::metrics().add(on_device ? "collectives_device_transport" : "collectives_host_transport");
+  }
+  static void count_collective(bool on_device = false) {
+    if (!t_in_batch) add_collective_metrics(on_device);
   }
 
   // TORCH_TPU_DIST_BLOCKING=1: each collective completes in its call.
@@ -614,7 +619,7 @@ class HostStagedBackend final : public c10d::Backend {
     Traced traced(op, tensors);
     check_tpu(tensors, op);
     const Reduction r = plan_reduction(opts.reduceOp, size_);
-    if (size_ == 1) return finished(reduced_alone(tensors, r));
+    if (size_ == 1) return finished(reduced_alone(tensors, r), true);
     after_in_flight(tensors);
     Tensors host = to_host(tensors, &r);
     Options host_opts = opts;
@@ -703,7 +708,7 @@ class HostStagedBackend final : public c10d::Backend {
                 output.scalar_type(), " differs from the input's ", input.scalar_type());
     if (size_ == 1) {
       output.copy_(input.view(output.sizes()));
-      return finished(out);
+      return finished(out, true);
     }
     after_in_flight(in);
     after_in_flight(out);
@@ -729,7 +734,7 @@ class HostStagedBackend final : public c10d::Backend {
     if (size_ == 1) {
       output.copy_(input.view(output.sizes()));
       reduced_alone(out, r);  // scales the output, never the input
-      return finished(out);
+      return finished(out, true);
     }
     after_in_flight(in);
     after_in_flight(out);
@@ -759,7 +764,7 @@ class HostStagedBackend final : public c10d::Backend {
 
 }  // namespace
 
-void bind(pybind11::module_& m) {
+void bind_host_staged_backend(pybind11::module_& m) {
   namespace py = pybind11;
   // c10d's Python types exist once torch.distributed is imported, so the
   // class is registered on first use rather than when torch_tpu._C loads.

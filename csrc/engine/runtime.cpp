@@ -448,7 +448,7 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const std::string& key, const
   if (const char* dump = config::text(config::Knob::DumpPrograms)) dump_program(dump, key, text);
   std::shared_ptr<pjrt::Executable> exe;
   try {
-    exe = client_->compile(text);
+    exe = client_->compile(text, graph.replicas());
   } catch (const pjrt::Error& e) {
     if (config::text(config::Knob::DumpFailedPrograms) != nullptr)
       throw pjrt::Error(std::string(e.what()) + "\nprogram:\n" + text, e.code());
@@ -570,6 +570,43 @@ std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Gr
       pending_.swap(live);
     }
     pending_.push_back(result.back());
+  }
+  return result;
+}
+
+int Runtime::device_index_of_id(int id) const {
+  const auto& devices = client_->devices();
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (devices[i].id == id) return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<std::vector<BufferRef>> Runtime::execute_replicated(const ir::Graph& graph,
+                                                                const std::vector<std::vector<BufferRef>>& args) {
+  std::vector<int> local;  // device indices of this process's replicas, in replica order
+  for (int id : graph.replicas())
+    if (int index = device_index_of_id(id); index >= 0) local.push_back(index);
+  if (local.size() != args.size())
+    throw pjrt::Error("a replicated program got " + std::to_string(args.size()) + " argument lists for " +
+                          std::to_string(local.size()) + " devices of this process",
+                      3);  // INVALID_ARGUMENT
+  auto exe = executable_for(graph, nullptr);
+  std::vector<std::vector<PJRT_Buffer*>> raw(args.size());
+  for (size_t d = 0; d < args.size(); ++d)
+    for (const auto& b : args[d]) raw[d].push_back(b->raw());
+  trace::Span span(trace::Kind::Launch, local.empty() ? -1 : local[0]);
+  if (span.active()) span.event().name = std::string("launch ") + trace::ScopedName::current();
+  auto t0 = std::chrono::steady_clock::now();
+  auto outputs = exe->execute_replicated(raw);
+  metrics().add("executions");
+  metrics().add("execute_seconds", seconds_since(t0));
+  std::vector<std::vector<BufferRef>> result(outputs.size());
+  const auto& order = graph.outputs();
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  for (size_t d = 0; d < outputs.size(); ++d) {
+    for (size_t i = 0; i < outputs[d].size(); ++i)
+      result[d].push_back(track(std::move(outputs[d][i]), graph.type(ir::Value{order[i]}), local[d]));
+    if (!result[d].empty()) pending_.push_back(result[d].back());
   }
   return result;
 }

@@ -100,6 +100,14 @@ class Runtime {
   std::shared_ptr<pjrt::Executable> compile_into_cache(const ir::Graph& graph, const ir::Fingerprint& fingerprint);
   std::vector<BufferRef> launch(const pjrt::Executable& exe, const ir::Graph& graph,
                                 const std::vector<BufferRef>& args, int device);
+  // Launches a replicated graph (ir::Graph::set_replicas) once on each of its
+  // devices that this process has, in the graph's replica order: `args` holds
+  // one argument list per such device, and the result one output list.
+  std::vector<std::vector<BufferRef>> execute_replicated(const ir::Graph& graph,
+                                                         const std::vector<std::vector<BufferRef>>& args);
+  // The index (as device(index)) of the device with PJRT id `id`, or -1 where
+  // it belongs to another process.
+  int device_index_of_id(int id) const;
   BufferRef upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device);
   void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes);
   // Waits for everything launched so far, and first for the work outside the

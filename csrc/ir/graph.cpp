@@ -1,5 +1,6 @@
 #include "ir/graph.h"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cstring>
@@ -197,6 +198,7 @@ void Graph::clear() {
   outputs_.clear();
   aliases_.clear();
   num_parameters_ = 0;
+  replicas_.clear();
   options_ = GraphOptions{};
 }
 
@@ -463,6 +465,13 @@ void Graph::describe(Sink& sink) const {
     sink.separator('>');
     sink.number(output);
   }
+  if (replicas_.empty()) return;  // (keeps the keys programs had before replication)
+  sink.separator('R');
+  sink.count(replicas_.size());
+  for (int device : replicas_) {
+    sink.number(device);
+    sink.separator(',');
+  }
 }
 
 std::string Graph::key() const {
@@ -520,6 +529,7 @@ const char* combiner_op(Combiner c) {  // the MLIR name of a region's combining 
     case Combiner::Min: return mlir_name(Op::Minimum);
     case Combiner::And: return mlir_name(Op::And);
     case Combiner::Or: return mlir_name(Op::Or);
+    case Combiner::Xor: return mlir_name(Op::Xor);
     default: return nullptr;
   }
 }
@@ -623,7 +633,8 @@ void Graph::emit_body(std::string& out, const std::string& prefix, const std::ve
 }
 
 std::string Graph::to_mlir() const {
-  std::string out = "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
+  std::string out = "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = " +
+                    std::to_string(std::max<size_t>(replicas_.size(), 1)) + " : i32} {\n";
   out += "  func.func public @main(";
   std::vector<std::string> parameter_names;
   for (size_t i = 0; i < nodes_.size(); ++i) {

@@ -48,7 +48,7 @@ struct Value {
 
 // The body of a reduce/scatter region: how two scalars combine; LessThan and
 // GreaterThan are sort comparators (the region returns lhs < rhs / lhs > rhs).
-enum class Combiner : uint8_t { None, Add, Mul, Max, Min, And, Or, Replace, LessThan, GreaterThan };
+enum class Combiner : uint8_t { None, Add, Mul, Max, Min, And, Or, Replace, LessThan, GreaterThan, Xor };
 
 class Graph;
 struct GraphPiece;
@@ -208,6 +208,10 @@ class Graph {
   // text then carries the callee's definitions after @main.
   std::vector<Value> add_call(std::shared_ptr<const Callee> callee, const std::vector<Value>& args);
   void add_output(Value v) { outputs_.push_back(v.id); }
+  // Makes the graph a replicated program: one replica per device id (in this
+  // order), which its collectives' replica groups number 0, 1, ...
+  void set_replicas(std::vector<int> device_ids) { replicas_ = std::move(device_ids); }
+  const std::vector<int>& replicas() const { return replicas_; }  // empty: not replicated
   // Empties the graph (as Graph() would) but keeps its memory for the next nodes.
   void clear();
   // Moves every node of `other` (left empty) to the end of this graph; its k-th
@@ -284,6 +288,7 @@ class Graph {
   std::vector<int> outputs_;
   std::vector<std::pair<int, int>> aliases_;  // (parameter position, output index)
   size_t num_parameters_ = 0;
+  std::vector<int> replicas_;
   GraphOptions options_;
 };
 

@@ -84,7 +84,13 @@ namespace tpu::ir {
   X(Erfc, "chlo.erfc") \
   X(Lgamma, "chlo.lgamma") \
   X(Sinh, "chlo.sinh") \
-  X(Call, "func.call")
+  X(Call, "func.call") \
+  X(AllGather, "stablehlo.all_gather") \
+  X(AllReduce, "stablehlo.all_reduce") \
+  X(AllToAll, "stablehlo.all_to_all") \
+  X(CollectivePermute, "stablehlo.collective_permute") \
+  X(ReduceScatter, "stablehlo.reduce_scatter") \
+  X(ReplicaId, "stablehlo.replica_id")
 
 enum class Op : uint8_t {
   Parameter,  // a graph's input

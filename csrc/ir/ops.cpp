@@ -374,6 +374,65 @@ Value reduce(Graph& g, Value x, Value init, const Dims& dims, Combiner combiner)
   return g.add(ir::Op::Reduce, {x, init}, Type{t.dtype, shape}, "dimensions = " + i64_array(dims), combiner);
 }
 
+namespace {
+// `rows` as a dense i64 matrix attribute: dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>.
+std::string i64_matrix(const std::vector<Dims>& rows) {
+  std::string s = "dense<[";
+  for (size_t i = 0; i < rows.size(); ++i) s += (i ? ", " : "") + i64_list(rows[i]);
+  const size_t columns = rows.empty() ? 0 : rows[0].size();
+  return s + "]> : tensor<" + std::to_string(rows.size()) + "x" + std::to_string(columns) + "xi64>";
+}
+
+int64_t group_size(const ReplicaGroups& groups) {
+  if (groups.empty() || groups[0].empty()) throw std::logic_error("ir: a collective needs a replica group");
+  for (const Dims& group : groups)
+    if (group.size() != groups[0].size()) throw std::logic_error("ir: replica groups differ in size");
+  return static_cast<int64_t>(groups[0].size());
+}
+}  // namespace
+
+Value all_reduce(Graph& g, Value x, Combiner combiner, const ReplicaGroups& groups) {
+  group_size(groups);
+  return g.add(Op::AllReduce, {x}, g.type(x), "replica_groups = " + i64_matrix(groups), combiner);
+}
+
+Value all_gather(Graph& g, Value x, int64_t dim, const ReplicaGroups& groups) {
+  Type t = g.type(x);
+  t.shape[dim] *= group_size(groups);
+  return g.add(Op::AllGather, {x}, t,
+               "all_gather_dim = " + std::to_string(dim) + " : i64, replica_groups = " + i64_matrix(groups));
+}
+
+Value reduce_scatter(Graph& g, Value x, int64_t dim, Combiner combiner, const ReplicaGroups& groups) {
+  Type t = g.type(x);
+  const int64_t n = group_size(groups);
+  if (t.shape[dim] % n != 0) throw std::logic_error("ir: reduce_scatter of a dimension the group does not divide");
+  t.shape[dim] /= n;
+  return g.add(Op::ReduceScatter, {x}, t,
+               "replica_groups = " + i64_matrix(groups) + ", scatter_dimension = " + std::to_string(dim) + " : i64",
+               combiner);
+}
+
+Value all_to_all(Graph& g, Value x, int64_t split_dim, int64_t concat_dim, const ReplicaGroups& groups) {
+  Type t = g.type(x);
+  const int64_t n = group_size(groups);
+  if (t.shape[split_dim] % n != 0) throw std::logic_error("ir: all_to_all of a dimension the group does not divide");
+  t.shape[split_dim] /= n;
+  t.shape[concat_dim] *= n;
+  return g.add(Op::AllToAll, {x}, t,
+               "concat_dimension = " + std::to_string(concat_dim) + " : i64, replica_groups = " + i64_matrix(groups) +
+                   ", split_count = " + std::to_string(n) + " : i64, split_dimension = " + std::to_string(split_dim) +
+                   " : i64");
+}
+
+Value replica_id(Graph& g) { return g.add(Op::ReplicaId, {}, Type{DType::U32, {}}); }
+
+Value collective_permute(Graph& g, Value x, const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  std::vector<Dims> rows;
+  for (auto [source, target] : pairs) rows.push_back({source, target});
+  return g.add(Op::CollectivePermute, {x}, g.type(x), "source_target_pairs = " + i64_matrix(rows));
+}
+
 Value sort(Graph& g, Value x, int64_t dimension, Combiner comparator) {
   return g.add(ir::Op::Sort, {x}, g.type(x),
                "dimension = " + std::to_string(dimension) + " : i64, is_stable = true", comparator);

@@ -51,6 +51,24 @@ Value reduce(Graph& g, Value x, Value init, const Dims& dims, Combiner combiner)
 Value sort(Graph& g, Value x, int64_t dimension, Combiner comparator);
 Value dot_general(Graph& g, Value a, Value b, const Dims& batch_a, const Dims& batch_b,
                   const Dims& contract_a, const Dims& contract_b, DType result_dtype);
+// Collectives of a replicated graph (Graph::set_replicas): every replica runs the
+// op on its own `x`, exchanging values with the replicas of its group. `groups`
+// partition the replicas (indices 0..N-1); each group's order is its ranks'.
+using ReplicaGroups = std::vector<Dims>;
+Value all_reduce(Graph& g, Value x, Combiner combiner, const ReplicaGroups& groups);
+// The group's values concatenated along `dim`, in rank order.
+Value all_gather(Graph& g, Value x, int64_t dim, const ReplicaGroups& groups);
+// The reduction of the group's values, split along `dim`; rank r keeps part r.
+Value reduce_scatter(Graph& g, Value x, int64_t dim, Combiner combiner, const ReplicaGroups& groups);
+// `x` split along `split_dim` into one part per rank; rank r sends part k to rank k
+// and gets the parts sent to it concatenated along `concat_dim`, in rank order.
+Value all_to_all(Graph& g, Value x, int64_t split_dim, int64_t concat_dim, const ReplicaGroups& groups);
+// Replica `source` sends `x` to `target`, for each (source, target) pair; a
+// replica no pair targets gets zeros.
+Value collective_permute(Graph& g, Value x, const std::vector<std::pair<int64_t, int64_t>>& pairs);
+// The index of the replica running the program (a u32 scalar).
+Value replica_id(Graph& g);
+
 // Loops (stablehlo.while). The regions see only the carried values: a value
 // from outside the loop is used inside by carrying it unchanged.
 using LoopCond = std::function<Value(Graph&, const std::vector<Value>& carried)>;  // -> tensor<i1>

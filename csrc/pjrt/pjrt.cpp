@@ -57,6 +57,38 @@ const std::string& default_compile_options() {
   return bytes;
 }
 
+// Protocol buffer wire format, the little of it compile options need.
+void put_varint(std::string& out, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) out += static_cast<char>((v & 0x7f) | 0x80);
+  out += static_cast<char>(v);
+}
+void put_varint_field(std::string& out, int field, uint64_t v) {
+  put_varint(out, static_cast<uint64_t>(field) << 3);
+  put_varint(out, v);
+}
+void put_message_field(std::string& out, int field, const std::string& message) {
+  put_varint(out, (static_cast<uint64_t>(field) << 3) | 2);
+  put_varint(out, message.size());
+  out += message;
+}
+
+// CompileOptionsProto{executable_build_options{num_replicas: N, num_partitions: 1,
+// device_assignment{replica_count: N, computation_count: 1,
+// computation_devices{replica_device_ids: ids}}}}: not portable, since a
+// replicated program is bound to its devices.
+std::string replicated_compile_options(const std::vector<int>& ids) {
+  std::string devices, assignment, build, options;
+  for (int id : ids) put_varint_field(devices, 1, static_cast<uint64_t>(id));
+  put_varint_field(assignment, 1, ids.size());
+  put_varint_field(assignment, 2, 1);
+  put_message_field(assignment, 3, devices);
+  put_varint_field(build, 4, ids.size());
+  put_varint_field(build, 5, 1);
+  put_message_field(build, 9, assignment);
+  put_message_field(options, 3, build);
+  return options;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- Plugin
@@ -280,6 +312,36 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(
   return result;
 }
 
+std::vector<std::vector<std::unique_ptr<Buffer>>> Executable::execute_replicated(
+    const std::vector<std::vector<PJRT_Buffer*>>& args_per_device) const {
+  const PJRT_Api* api = plugin_->api();
+  const size_t devices = args_per_device.size();
+  PJRT_ExecuteOptions options{};
+  options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  std::vector<std::vector<PJRT_Buffer*>> outputs(devices, std::vector<PJRT_Buffer*>(num_outputs_, nullptr));
+  std::vector<PJRT_Buffer* const*> arg_lists;
+  std::vector<PJRT_Buffer**> out_lists;
+  for (size_t d = 0; d < devices; ++d) {
+    arg_lists.push_back(args_per_device[d].data());
+    out_lists.push_back(outputs[d].data());
+  }
+  PJRT_LoadedExecutable_Execute_Args exec{};
+  exec.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
+  exec.executable = handle_;
+  exec.options = &options;
+  exec.argument_lists = arg_lists.data();
+  exec.num_devices = devices;
+  exec.num_args = devices ? args_per_device[0].size() : 0;
+  exec.output_lists = out_lists.data();
+  exec.device_complete_events = nullptr;
+  exec.execute_device = nullptr;  // the executable's own devices
+  check(api, api->PJRT_LoadedExecutable_Execute(&exec), "PJRT_LoadedExecutable_Execute");
+  std::vector<std::vector<std::unique_ptr<Buffer>>> result(devices);
+  for (size_t d = 0; d < devices; ++d)
+    for (PJRT_Buffer* b : outputs[d]) result[d].push_back(std::make_unique<Buffer>(plugin_, b));
+  return result;
+}
+
 std::string Executable::serialize() const {
   const PJRT_Api* api = plugin_->api();
   std::string bytes;
@@ -356,6 +418,16 @@ void Client::describe() {
     check(api, api->PJRT_DeviceDescription_Kind(&kind), "PJRT_DeviceDescription_Kind");
     devices_.push_back(DeviceInfo{device, id.id, std::string(kind.device_kind, kind.device_kind_size)});
   }
+  PJRT_Client_Devices_Args all{};
+  all.struct_size = PJRT_Client_Devices_Args_STRUCT_SIZE;
+  all.client = handle_;
+  check(api, api->PJRT_Client_Devices(&all), "PJRT_Client_Devices");
+  global_device_count_ = static_cast<int>(all.num_devices);
+  PJRT_Client_ProcessIndex_Args process{};
+  process.struct_size = PJRT_Client_ProcessIndex_Args_STRUCT_SIZE;
+  process.client = handle_;
+  check(api, api->PJRT_Client_ProcessIndex(&process), "PJRT_Client_ProcessIndex");
+  process_index_ = process.process_index;
 }
 
 std::optional<MemoryStats> Client::memory_stats(PJRT_Device* device) const {
@@ -415,7 +487,8 @@ void release(const PJRT_Api* api, PJRT_Client* client) {
   api->PJRT_Client_Destroy(&args);
 }
 
-std::unique_ptr<Executable> Client::compile(const std::string& mlir_module) const {
+std::unique_ptr<Executable> Client::compile(const std::string& mlir_module,
+                                            const std::vector<int>& replica_device_ids) const {
   const PJRT_Api* api = plugin_->api();
   static const char kFormat[] = "mlir";
   PJRT_Program program{};
@@ -428,8 +501,11 @@ std::unique_ptr<Executable> Client::compile(const std::string& mlir_module) cons
   args.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE;
   args.client = handle_;
   args.program = &program;
-  args.compile_options = default_compile_options().data();
-  args.compile_options_size = default_compile_options().size();
+  const std::string replicated =
+      replica_device_ids.empty() ? std::string() : replicated_compile_options(replica_device_ids);
+  const std::string& options = replica_device_ids.empty() ? default_compile_options() : replicated;
+  args.compile_options = options.data();
+  args.compile_options_size = options.size();
   check(api, api->PJRT_Client_Compile(&args), "XLA compilation failed");
   return std::make_unique<Executable>(plugin_, args.executable);
 }

@@ -113,6 +113,11 @@ class Executable : public PluginObject<PJRT_LoadedExecutable> {
   // computation finishes (their ready events carry any execution error).
   std::vector<std::unique_ptr<Buffer>> execute(
       PJRT_Device* device, const std::vector<PJRT_Buffer*>& args) const;
+  // Launches a replicated program (compiled with replica devices) once on each of
+  // this process's devices in its assignment, in assignment order: one argument
+  // list per device in, one output list per device out.
+  std::vector<std::vector<std::unique_ptr<Buffer>>> execute_replicated(
+      const std::vector<std::vector<PJRT_Buffer*>>& args_per_device) const;
   std::string serialize() const;
 
  private:
@@ -144,12 +149,20 @@ class Client : public PluginObject<PJRT_Client> {
   const std::shared_ptr<Plugin>& plugin() const { return plugin_; }
   const std::string& platform_name() const { return platform_name_; }
   const std::string& platform_version() const { return platform_version_; }
-  const std::vector<DeviceInfo>& devices() const { return devices_; }
+  const std::vector<DeviceInfo>& devices() const { return devices_; }  // this process's
+  // Devices of every process the client spans (more than devices() where the
+  // plugin runs one program across processes: a TPU slice, multi-host XLA:GPU).
+  int global_device_count() const { return global_device_count_; }
+  int process_index() const { return process_index_; }
 
   // nullopt where the plugin does not implement the query (XLA:CPU).
   std::optional<MemoryStats> memory_stats(PJRT_Device* device) const;
 
-  std::unique_ptr<Executable> compile(const std::string& mlir_module) const;
+  // Compiles a portable program (it runs on whichever device execute() names);
+  // with `replica_device_ids` (device ids, one per replica), a replicated one
+  // whose replicas run on those devices, as its collectives' groups number them.
+  std::unique_ptr<Executable> compile(const std::string& mlir_module,
+                                      const std::vector<int>& replica_device_ids = {}) const;
   std::unique_ptr<Executable> deserialize(const std::string& bytes) const;
   // Registers host memory for the device's DMA (PJRT_Client_DmaMap). False
   // where the plugin does not implement it (XLA:CPU, which copies from any
@@ -167,6 +180,8 @@ class Client : public PluginObject<PJRT_Client> {
   std::string platform_name_;
   std::string platform_version_;
   std::vector<DeviceInfo> devices_;
+  int global_device_count_ = 0;
+  int process_index_ = 0;
   mutable std::atomic<bool> dma_map_unimplemented_{false};  // asked once, then not again
 };
 

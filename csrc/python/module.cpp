@@ -10,7 +10,7 @@
 #include "aten/compiled_program.h"
 #include "aten/external.h"
 #include "aten/program.h"
-#include "distributed/host_staged_backend.h"
+#include "distributed/bindings.h"
 #include "engine/background_compile.h"
 #include "engine/compile_log.h"
 #include "engine/config.h"
@@ -179,7 +179,8 @@ PYBIND11_MODULE(_C, m) {
       PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
     }
   });
-  distributed::bind(m);
+  distributed::bind_host_staged_backend(m);
+  distributed::bind_device_collectives(m);
   // Whether torch.profiler's PrivateUse1 activity shows the device's events.
   m.attr("_device_profiler") = python::register_profiler();
   // The same events without torch.profiler (torch_tpu.tools.step_report): stop
@@ -327,6 +328,8 @@ PYBIND11_MODULE(_C, m) {
     py::list kinds;
     for (const auto& d : rt.client().devices()) kinds.append(d.kind);
     info["device_kinds"] = kinds;
+    info["process_index"] = rt.client().process_index();
+    info["global_device_count"] = rt.client().global_device_count();  // > len(device_kinds): spans processes
     info["device_thread_nice"] = rt.device_thread_nice();
     info["device_threads_lowered"] = rt.device_threads_lowered();
     info["xla_flags"] = rt.xla_flags();
