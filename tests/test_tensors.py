@@ -62,6 +62,44 @@ def test_copy_between_devices():
     assert_close(b.cpu(), x)
 
 
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_copies_between_devices_stay_on_the_devices(mode):
+    """tpu:0 -> tpu:1 goes device to device (PJRT_Buffer_CopyToDevice), through views, dtype
+    conversions, lazy conjugation and negation, broadcasting and pending values."""
+    if torch.tpu.device_count() < 2:
+        pytest.skip("needs two tpu devices")
+    x = sample((4, 6), torch.float32)
+    z = torch.complex(sample((4, 6), torch.float32), sample((4, 6), torch.float32, seed=1))
+    with torch_tpu.eager_mode(mode):
+        a = x.to("tpu:0") * 2  # pending in fused mode
+        torch_tpu.reset_metrics()
+        whole = a.to("tpu:1")
+        strided = a[:, ::2].to("tpu:1")
+        converted = a.to("tpu:1", dtype=torch.int32)
+        into_view = torch.zeros(6, 4, device="tpu:1")
+        into_view.t().copy_(a)
+        broadcast = torch.zeros(3, 4, 6, device="tpu:1")
+        broadcast.copy_(a)
+        neg = torch.zeros(4, 6, device="tpu:1")
+        neg.copy_(a._neg_view())
+        conj = z.to("tpu:0").conj().to("tpu:1")
+        into_conj = torch.zeros(4, 6, dtype=torch.complex64, device="tpu:1").conj()
+        into_conj.copy_(z.to("tpu:0"))
+        m = torch_tpu.metrics()
+        assert m["device_to_device_transfers"] == 8, m
+        assert m["device_to_host_transfers"] == 0, m
+        assert whole.device == torch.device("tpu", 1)
+        assert_close(whole.cpu(), x * 2)
+        assert_close(strided.cpu(), (x * 2)[:, ::2])
+        assert_close(converted.cpu(), (x * 2).to(torch.int32))
+        assert_close(into_view.cpu(), (x * 2).t())
+        assert_close(broadcast.cpu(), (x * 2).expand(3, 4, 6))
+        assert_close(neg.cpu(), -(x * 2))
+        assert_close(conj.resolve_conj().cpu(), z.conj().resolve_conj())
+        assert_close(into_conj.resolve_conj().cpu(), z)
+        assert_close(a.cpu(), x * 2)  # the source is unchanged
+
+
 def test_copy_broadcasts_and_converts():
     dst = torch.zeros(3, 4, device="tpu", dtype=torch.int32)
     dst.copy_(torch.tensor([1.7, 2.2, 3.9, -4.5]))

@@ -5,7 +5,7 @@ from . import _C
 def metrics():
     """A dict of counters: compiles, compile_seconds, cache_hits (in memory),
     disk_cache_hits and disk_load_seconds, executions,
-    execute_seconds, host<->device transfers and bytes, fallbacks (total) and
+    execute_seconds, host<->device and device-to-device transfers and bytes, fallbacks (total) and
     fallback_ops (per op), compiled_programs, donated_buffers, fused-mode
     graphs (fused_graphs, fused_graph_ops: ops appended in all, fused_graph_ops_max,
     fused_cuts: why graphs were cut, per reason), collectives (in all, and per
@@ -19,7 +19,7 @@ def metrics():
     out = {
         "compiles": 0, "compile_seconds": 0.0, "cache_hits": 0, "executions": 0, "execute_seconds": 0.0,
         "host_to_device_transfers": 0, "host_to_device_bytes": 0, "device_to_host_transfers": 0,
-        "device_to_host_bytes": 0, "fallbacks": 0, "disk_cache_hits": 0, "disk_load_seconds": 0.0,
+        "device_to_host_bytes": 0, "device_to_device_transfers": 0, "device_to_device_bytes": 0, "fallbacks": 0, "disk_cache_hits": 0, "disk_load_seconds": 0.0,
         "donated_buffers": 0, "fused_graphs": 0, "fused_graph_ops": 0, "fused_graph_ops_max": 0,
         "collectives": 0, "collectives_host_transport": 0, "collectives_device_transport": 0,
         "collective_host_bytes": 0, "pinned_host_allocations": 0,

@@ -181,6 +181,37 @@ at::Tensor to_cpu_logical(const at::Tensor& src) {
   return host;
 }
 
+// Between two tpu devices, never through the host: self's logical values as a
+// buffer on its device, copied by the plugin to dst's device, written into dst
+// there (dtype converted, dst's lazy bits applied, broadcast to dst's shape).
+void copy_between_devices(const at::Tensor& self, const at::Tensor& dst) {
+  const ir::Type type{lowering::to_ir(self.scalar_type()), ir::Shape(self.sizes().begin(), self.sizes().end())};
+  engine::BufferRef here;
+  if (self.is_conj() || self.is_neg()) {
+    Program read("copy_", self.device());
+    here = read.run_for_result(read.read_logical(self));
+  } else {
+    here = value_buffer(self, "copy_");
+  }
+  const int device = dst.device().index();
+  engine::BufferRef there;
+  try {
+    there = engine::Runtime::get().copy_to_device(here, type, device);
+  } catch (const engine::Error& e) {
+    raise_device_error(c10::str("torch_tpu: copying a tensor of shape ", self.sizes(), " from ", self.device(),
+                                " to ", dst.device()),
+                       e, device);
+  }
+  if (!dst.is_conj() && !dst.is_neg() && self.sizes() == dst.sizes()) {
+    assign_buffer(dst, std::move(there), type, "copy_");
+    return;
+  }
+  Program write("copy_", dst.device());
+  ir::Value v = write.apply_lazy_bits(dst, write.bind(there, type));  // logical to dst's raw values
+  write.write(dst, ir::broadcast_to(write.graph(), v, ir::Shape(dst.sizes().begin(), dst.sizes().end())));
+  write.run();
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   bool src_tpu = self.is_privateuseone(), dst_tpu = dst.is_privateuseone();
   if (self.sizes() != dst.sizes()) {  // CPU's broadcast rules and messages
@@ -214,10 +245,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     if (self.is_neg() != dst.is_neg()) v = ir::unary(g, ir::Op::Negate, v);
     p.write(dst, ir::broadcast_to(p.graph(), v, ir::Shape(dst.sizes().begin(), dst.sizes().end())));
     p.run();
+  } else if (src_tpu && dst_tpu && !is_chalf(self) && !is_chalf(dst)) {
+    copy_between_devices(self, dst);
   } else if (src_tpu) {
     at::Tensor host = to_cpu_logical(self);
     if (dst_tpu)
-      from_cpu(host, dst);  // between two tpu devices, staged through the host
+      from_cpu(host, dst);  // between two tpu devices (complex32), staged through the host
     else
       dst.copy_(host);
   } else {

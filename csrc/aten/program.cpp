@@ -162,6 +162,37 @@ void Program::log_launch(const engine::LaunchInfo& info) const {
 
 bool covers_whole_storage(const at::Tensor& t) { return t.is_contiguous() && fills_whole_storage(t); }
 
+namespace {
+ir::Type type_of(const at::Tensor& t) {
+  return ir::Type{lowering::to_ir(t.scalar_type()), ir::Shape(t.sizes().begin(), t.sizes().end())};
+}
+// The storage of `t` when `t` is all of it, as is (no lazy bits).
+engine::StorageValue* whole_storage(const at::Tensor& t) {
+  if (!covers_whole_storage(t) || t.is_conj() || t.is_neg() || t.numel() == 0) return nullptr;
+  return runtime::checked_storage_value(t.storage());
+}
+}  // namespace
+
+engine::BufferRef value_buffer(const at::Tensor& t, const char* op_name) {
+  const ir::Type type = type_of(t);
+  if (engine::StorageValue* value = whole_storage(t)) {
+    engine::materialize(value);
+    if (value->buffer && value->buffer_type() == type) return value->buffer;
+  }
+  Program read(op_name, t.device().index());
+  return read.run_for_result(read.read(t));
+}
+
+void assign_buffer(const at::Tensor& t, engine::BufferRef buffer, const ir::Type& type, const char* op_name) {
+  if (engine::StorageValue* value = whole_storage(t); value && type == type_of(t)) {
+    engine::set_buffer(value, std::move(buffer), type);
+    return;
+  }
+  Program write(op_name, t.device().index());
+  write.write(t, write.bind(buffer, type));
+  write.run();
+}
+
 bool fills_whole_storage(const at::Tensor& t) {
   return t.storage_offset() == 0 && t.is_non_overlapping_and_dense() &&
          static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();

@@ -153,6 +153,15 @@ bool covers_whole_storage(const at::Tensor& t);
 // storage (a transposed input's elementwise result), its storage the value transposed.
 bool fills_whole_storage(const at::Tensor& t);
 
+// The value of `t` (its raw values, shaped and typed as t) as a device buffer:
+// its storage's own buffer where t is all of it (no copy), else a copy made by a
+// program that reads t through its view. Either runs t's pending work first.
+engine::BufferRef value_buffer(const at::Tensor& t, const char* op_name);
+// Gives `t` the raw values in `buffer` (of type `type`, t's shape): as its
+// storage's new buffer where t is all of it in that type (no program), else
+// written through its view (converted to t's dtype) by a program.
+void assign_buffer(const at::Tensor& t, engine::BufferRef buffer, const ir::Type& type, const char* op_name);
+
 // Raises CUDA's error for operands on two devices, naming both and the op.
 [[noreturn]] void raise_device_mismatch(c10::Device first, c10::Device second, const std::string& op);
 

@@ -10,12 +10,9 @@
 
 #include "aten/program.h"
 #include "engine/metrics.h"
-#include "engine/pending_graph.h"
 #include "engine/runtime.h"
-#include "engine/storage_value.h"
 #include "ir/ops.h"
 #include "lowering/types.h"
-#include "runtime/device_allocator.h"
 
 namespace tpu::distributed {
 namespace {
@@ -201,37 +198,6 @@ void check_operands(Kind kind, const std::vector<at::Tensor>& inputs, const std:
                       " has shape ", outputs[i].sizes(), ", expected ", c10::IntArrayRef(expected.vec()));
 }
 
-// The storage of `t` when `t` is all of it, as is (no lazy bits).
-engine::StorageValue* whole_storage(const at::Tensor& t) {
-  if (!aten::covers_whole_storage(t) || t.is_conj() || t.is_neg() || t.numel() == 0) return nullptr;
-  return runtime::checked_storage_value(t.storage());
-}
-
-// The value of `t` as a buffer of t's type: the storage's own buffer where it
-// is that (no copy), else a copy made by a program reading t through its view
-// (either runs any pending work of t's device first).
-engine::BufferRef value_buffer(const at::Tensor& t, const char* what) {
-  const ir::Type type = type_of(t);
-  if (engine::StorageValue* value = whole_storage(t)) {
-    engine::materialize(value);
-    if (value->buffer && value->buffer_type() == type) return value->buffer;
-  }
-  aten::Program read(what, t.device().index());
-  return read.run_for_result(read.read(t));
-}
-
-// Gives `t` the value in `buffer` (of type `type`): as its storage's new buffer
-// where `t` is its whole storage, else written through its view by a program.
-void assign(const at::Tensor& t, engine::BufferRef buffer, const ir::Type& type, const char* what) {
-  if (engine::StorageValue* value = whole_storage(t); value && type == type_of(t)) {
-    engine::set_buffer(value, std::move(buffer), type);
-    return;
-  }
-  aten::Program write(what, t.device().index());
-  write.write(t, write.bind(buffer, type));
-  write.run();
-}
-
 void device_collective(const std::string& kind_name, const std::vector<at::Tensor>& inputs,
                        const std::vector<at::Tensor>& outputs, const std::string& op, int64_t root,
                        const std::vector<std::pair<int64_t, int64_t>>& pairs) {
@@ -254,7 +220,7 @@ void device_collective(const std::string& kind_name, const std::vector<at::Tenso
   for (const at::Tensor& t : inputs) {
     c10::DeviceGuard guard(t.device());
     ids.push_back(runtime.client().devices().at(t.device().index()).id);
-    args.push_back({value_buffer(t, what)});
+    args.push_back({aten::value_buffer(t, what)});
   }
   ir::Graph graph = collective_graph(kind, op, type, ids, root, pairs);
   std::vector<std::vector<engine::BufferRef>> results;
@@ -269,7 +235,7 @@ void device_collective(const std::string& kind_name, const std::vector<at::Tenso
   const ir::Type result_type{type.dtype, output_shape(kind, type.shape, n)};
   for (size_t i = 0; i < outputs.size(); ++i) {
     c10::DeviceGuard guard(outputs[i].device());
-    assign(outputs[i], std::move(results[i].at(0)), result_type, what);
+    aten::assign_buffer(outputs[i], std::move(results[i].at(0)), result_type, what);
   }
 }
 

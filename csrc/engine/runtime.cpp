@@ -623,6 +623,19 @@ BufferRef Runtime::upload(const void* data, ir::DType dtype, const ir::Shape& sh
   return track(std::move(buffer), ir::Type{dtype, shape}, device_index);
 }
 
+BufferRef Runtime::copy_to_device(const BufferRef& buffer, const ir::Type& type, int device_index) {
+  trace::Span span(trace::Kind::Upload, device_index);
+  const int64_t bytes = ir::numel(type.shape) * ir::byte_width(type.dtype);
+  if (span.active()) {
+    span.event().name = "device to device";
+    span.event().args = {{"bytes", std::to_string(bytes)}};
+  }
+  auto copy = buffer->copy_to_device(device(device_index));
+  metrics().add("device_to_device_transfers");
+  metrics().add("device_to_device_bytes", static_cast<double>(bytes));
+  return track(std::move(copy), type, device_index);
+}
+
 void Runtime::download(const pjrt::Buffer& buffer, void* dst, size_t nbytes) {
   trace::Span span(trace::Kind::Download, -1);  // the buffer's device is not known here
   if (span.active()) {

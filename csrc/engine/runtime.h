@@ -110,6 +110,8 @@ class Runtime {
   int device_index_of_id(int id) const;
   BufferRef upload(const void* data, ir::DType dtype, const ir::Shape& shape, int device);
   void download(const pjrt::Buffer& buffer, void* dst, size_t nbytes);
+  // `buffer` (of type `type`) copied to device `device` by the plugin, device to device.
+  BufferRef copy_to_device(const BufferRef& buffer, const ir::Type& type, int device);
   // Waits for everything launched so far, and first for the work outside the
   // device's programs that a synchronize also covers (see add_synchronize_wait).
   void synchronize();

@@ -261,6 +261,15 @@ std::unique_ptr<Event> Buffer::ready_event() const {
   return std::make_unique<Event>(plugin_, args.event);
 }
 
+std::unique_ptr<Buffer> Buffer::copy_to_device(PJRT_Device* device) const {
+  PJRT_Buffer_CopyToDevice_Args args{};
+  args.struct_size = PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE;
+  args.buffer = handle_;
+  args.dst_device = device;
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_CopyToDevice(&args), "PJRT_Buffer_CopyToDevice");
+  return std::make_unique<Buffer>(plugin_, args.dst_buffer);
+}
+
 // ---------------------------------------------------------------- Executable
 
 namespace {

@@ -102,6 +102,9 @@ class Buffer : public PluginObject<PJRT_Buffer> {
   std::unique_ptr<Event> to_host_async(void* dst, size_t size) const;
   void to_host(void* dst, size_t size) const { to_host_async(dst, size)->await(); }
   std::unique_ptr<Event> ready_event() const;
+  // A copy on `device` (another device of the same client), made by the plugin
+  // over its own path between devices; asynchronous, like a program's output.
+  std::unique_ptr<Buffer> copy_to_device(PJRT_Device* device) const;
 };
 
 class Executable : public PluginObject<PJRT_LoadedExecutable> {

@@ -40,6 +40,29 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeDevice(const c10::DeviceIndex) const override { engine::Runtime::get().synchronize(); }
   void synchronizeStream(const c10::Stream&) const override { engine::Runtime::get().synchronize(); }
   bool queryStream(const c10::Stream&) const override { return true; }
+
+  // Events (what autograd records when gradients cross devices, and c10::Event):
+  // an event marks the work launched when it was recorded. Blocking a stream on
+  // it needs nothing: a program that reads another device's result reads a copy
+  // of its buffer, and the plugin orders every use of a buffer after the work that
+  // defines it.
+  void record(void** event, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {
+    auto marker = engine::Runtime::get().mark();
+    if (*event == nullptr)
+      *event = new std::shared_ptr<engine::Marker>(std::move(marker));
+    else
+      *static_cast<std::shared_ptr<engine::Marker>*>(*event) = std::move(marker);
+  }
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void* event) const override {
+    return event == nullptr || (*static_cast<std::shared_ptr<engine::Marker>*>(event))->ready();
+  }
+  void synchronizeEvent(void* event) const override {
+    if (event != nullptr) (*static_cast<std::shared_ptr<engine::Marker>*>(event))->wait();
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<std::shared_ptr<engine::Marker>*>(event);
+  }
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);

@@ -11,6 +11,8 @@ version requirements.txt pins.
   ("tpu", "tpu:N", torch.device), which its device parser refuses.
 - PyTorch's own flex attention (flex_attention.py): its device check lets tpu
   tensors through.
+- torch.nn.DataParallel (data_parallel.py): its scatter, replicate and gather of
+  tpu tensors are device-to-device copies (torch's helpers are CUDA-only).
 """
 import importlib.abc
 import importlib.machinery
@@ -49,10 +51,11 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 def install():
-    from . import accelerate, flex_attention, safetensors
+    from . import accelerate, data_parallel, flex_attention, safetensors
     _register("accelerate.state", accelerate.apply)
     _register("accelerate.commands.launch", accelerate.apply_launch)
     _register("safetensors", safetensors.apply)
     _register("torch.nn.attention.flex_attention", flex_attention.apply)
+    _register("torch.nn.parallel.comm", data_parallel.apply)
     if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport())
