@@ -132,7 +132,7 @@ def test_dataloader_workers_fork_after_the_device_started(mode):
 # ------------------------------------------------------------ Ctrl-C in a long wait
 
 INTERRUPTED_WAIT = """
-import os, signal, sys, threading, time, torch, torch_tpu
+import os, subprocess, sys, time, torch, torch_tpu
 mode, steps, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 torch_tpu.set_eager_mode(mode)
 x = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
@@ -144,7 +144,9 @@ def work(v, n):
     return v
 
 y = work(t, steps)  # fused: one long compile at the read; strict: long device work queued
-threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+# Ctrl-C from outside (a thread of this process would need the GIL to send it,
+# which a loaded machine may not give it before the wait ends).
+subprocess.Popen(["sh", "-c", "sleep 0.2; kill -INT %d" % os.getpid()])
 start = time.time()
 try:
     y.cpu()
