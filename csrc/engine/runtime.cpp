@@ -335,7 +335,7 @@ std::shared_ptr<pjrt::Executable> Runtime::in_memory(const ir::Fingerprint& fing
   std::lock_guard<std::mutex> lock(cache_mutex_);
   auto it = cache_.find(fingerprint);
   if (it == cache_.end()) return nullptr;
-  metrics().add("cache_hits");
+  metrics().add(Counter::CacheHits);
   it->second.last_used = ++cache_clock_;
   return it->second.executable;
 }
@@ -535,8 +535,8 @@ std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Gr
   auto t0 = std::chrono::steady_clock::now();
   trace::Span span(trace::Kind::Launch, device_index);
   auto outputs = exe.execute(device(device_index), raw);
-  metrics().add("executions");
-  metrics().add("execute_seconds", seconds_since(t0));
+  metrics().add(Counter::Executions);
+  metrics().add(Counter::ExecuteSeconds, seconds_since(t0));
   if (span.active()) {
     span.event().name = std::string("launch ") + trace::ScopedName::current();
     if (!outputs.empty()) trace::record_execution(trace::ScopedName::current(), device_index, span.start_ns(),
@@ -549,7 +549,7 @@ std::vector<BufferRef> Runtime::launch(const pjrt::Executable& exe, const ir::Gr
     if (counted == nullptr || counted->donated) continue;
     counted->donated = true;
     g_memory[device_index].in_use -= counted->bytes;
-    metrics().add("donated_buffers");
+    metrics().add(Counter::DonatedBuffers);
   }
   std::vector<BufferRef> result;
   result.reserve(outputs.size());
@@ -598,8 +598,8 @@ std::vector<std::vector<BufferRef>> Runtime::execute_replicated(const ir::Graph&
   if (span.active()) span.event().name = std::string("launch ") + trace::ScopedName::current();
   auto t0 = std::chrono::steady_clock::now();
   auto outputs = exe->execute_replicated(raw);
-  metrics().add("executions");
-  metrics().add("execute_seconds", seconds_since(t0));
+  metrics().add(Counter::Executions);
+  metrics().add(Counter::ExecuteSeconds, seconds_since(t0));
   std::vector<std::vector<BufferRef>> result(outputs.size());
   const auto& order = graph.outputs();
   std::lock_guard<std::mutex> lock(pending_mutex_);
