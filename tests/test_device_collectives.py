@@ -293,3 +293,21 @@ print([y.cpu().tolist() for y in ys], [x.cpu().tolist() for x in g])
     lines = out.stdout.strip().splitlines()
     assert lines[-2] == str([[10.0, 10.0]] * 4)
     assert lines[-1] == str([[4.0, 4.0], [4.0, 4.0]]) + " " + str([[1.0, 2.0, 3.0, 4.0]] * 2)
+
+
+def test_a_replicated_program_loads_from_the_disk_cache(tmp_path):
+    code = """
+import torch, torch_tpu, torch_tpu.distributed as tdist
+xs = [torch.full((3,), float(i + 1), device="tpu:%d" % i) for i in range(2)]
+tdist.all_reduce(xs)
+m = torch_tpu.metrics()
+print([x.cpu().tolist() for x in xs], m["compiles"], m["disk_cache_hits"])
+"""
+    runs = [run_python(code, TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_TPU_CPU_DEVICES="2") for _ in range(2)]
+    for out in runs:
+        assert out.returncode == 0, out.stderr[-2000:]
+    first, second = (out.stdout.split("\n")[-2] for out in runs)
+    assert first.startswith("[[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]") and not first.endswith(" 0 0"), first
+    # the second process compiles nothing: its replicated programs come from disk, device assignment included
+    assert second.startswith("[[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]] 0 "), second
+    assert not second.endswith(" 0"), second
