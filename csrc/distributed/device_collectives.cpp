@@ -136,10 +136,10 @@ ir::Graph collective_graph(Kind kind, const std::string& op, const ir::Type& typ
                                   : ir::reduce_scatter(g, x, 0, combiner, groups);
       if (op == "avg" && type.dtype != ir::DType::Pred) {
         // Integers truncate toward zero, as NCCL's average does.
-        ir::Value count = ir::broadcast_to(g, ir::constant_int(g, type.dtype, n), g.type(y).shape);
-        if (ir::is_floating(type.dtype) || ir::is_complex(type.dtype))
-          count = ir::broadcast_to(g, ir::constant(g, type.dtype, static_cast<double>(n)), g.type(y).shape);
-        y = ir::binary(g, ir::Op::Divide, y, count);
+        const bool integral = !ir::is_floating(type.dtype) && !ir::is_complex(type.dtype);
+        ir::Value count = integral ? ir::constant_int(g, type.dtype, n)
+                                   : ir::constant(g, type.dtype, static_cast<double>(n));
+        y = ir::binary(g, ir::Op::Divide, y, ir::broadcast_to(g, count, g.type(y).shape));
       }
       break;
     }
