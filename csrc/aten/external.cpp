@@ -12,17 +12,12 @@
 #include <unordered_map>
 
 #include "aten/program.h"
-#include "lowering/types.h"
 
 namespace tpu::aten {
 namespace {
 
 std::mutex g_callees_mutex;
 std::unordered_map<std::string, std::shared_ptr<const ir::Callee>> g_callees;
-
-ir::Type type_of(const at::Tensor& t) {
-  return ir::Type{lowering::to_ir(t.scalar_type()), ir::Shape(t.sizes().begin(), t.sizes().end())};
-}
 
 // The callee named `name`: made from `text` and the outputs' types on first
 // use, then shared by every call (its types are fixed by its text).
@@ -35,7 +30,7 @@ std::shared_ptr<const ir::Callee> callee_for(const std::string& name, const std:
     auto callee = std::make_shared<ir::Callee>();
     callee->name = name;
     callee->text = text;
-    for (const auto& t : outputs) callee->results.push_back(type_of(t));
+    for (const auto& t : outputs) callee->results.push_back(tensor_type(t));
     slot = std::move(callee);
   }
   return slot;
@@ -57,8 +52,8 @@ void call_external(const std::string& name, const std::string& text, const std::
   TORCH_CHECK(callee->results.size() == outputs.size(), "torch_tpu: external function ", name, " has ",
               callee->results.size(), " results, got ", outputs.size(), " outputs");
   for (size_t k = 0; k < outputs.size(); ++k)
-    TORCH_CHECK(callee->results[k] == type_of(outputs[k]), "torch_tpu: external function ", name, " result ", k,
-                " is ", callee->results[k].mlir(), ", the output tensor is ", type_of(outputs[k]).mlir());
+    TORCH_CHECK(callee->results[k] == tensor_type(outputs[k]), "torch_tpu: external function ", name, " result ", k,
+                " is ", callee->results[k].mlir(), ", the output tensor is ", tensor_type(outputs[k]).mlir());
 
   c10::DeviceGuard guard(outputs[0].device());
   Program program(name.c_str(), device);

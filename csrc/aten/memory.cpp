@@ -185,7 +185,7 @@ at::Tensor to_cpu_logical(const at::Tensor& src) {
 // buffer on its device, copied by the plugin to dst's device, written into dst
 // there (dtype converted, dst's lazy bits applied, broadcast to dst's shape).
 void copy_between_devices(const at::Tensor& self, const at::Tensor& dst) {
-  const ir::Type type{lowering::to_ir(self.scalar_type()), ir::Shape(self.sizes().begin(), self.sizes().end())};
+  const ir::Type type = tensor_type(self);
   engine::BufferRef here;
   if (self.is_conj() || self.is_neg()) {
     Program read("copy_", self.device());

@@ -162,10 +162,11 @@ void Program::log_launch(const engine::LaunchInfo& info) const {
 
 bool covers_whole_storage(const at::Tensor& t) { return t.is_contiguous() && fills_whole_storage(t); }
 
-namespace {
-ir::Type type_of(const at::Tensor& t) {
+ir::Type tensor_type(const at::Tensor& t) {
   return ir::Type{lowering::to_ir(t.scalar_type()), ir::Shape(t.sizes().begin(), t.sizes().end())};
 }
+
+namespace {
 // The storage of `t` when `t` is all of it, as is (no lazy bits).
 engine::StorageValue* whole_storage(const at::Tensor& t) {
   if (!covers_whole_storage(t) || t.is_conj() || t.is_neg() || t.numel() == 0) return nullptr;
@@ -174,7 +175,7 @@ engine::StorageValue* whole_storage(const at::Tensor& t) {
 }  // namespace
 
 engine::BufferRef value_buffer(const at::Tensor& t, const char* op_name) {
-  const ir::Type type = type_of(t);
+  const ir::Type type = tensor_type(t);
   if (engine::StorageValue* value = whole_storage(t)) {
     engine::materialize(value);
     if (value->buffer && value->buffer_type() == type) return value->buffer;
@@ -184,7 +185,7 @@ engine::BufferRef value_buffer(const at::Tensor& t, const char* op_name) {
 }
 
 void assign_buffer(const at::Tensor& t, engine::BufferRef buffer, const ir::Type& type, const char* op_name) {
-  if (engine::StorageValue* value = whole_storage(t); value && type == type_of(t)) {
+  if (engine::StorageValue* value = whole_storage(t); value && type == tensor_type(t)) {
     engine::set_buffer(value, std::move(buffer), type);
     return;
   }

@@ -153,6 +153,9 @@ bool covers_whole_storage(const at::Tensor& t);
 // storage (a transposed input's elementwise result), its storage the value transposed.
 bool fills_whole_storage(const at::Tensor& t);
 
+// t's dtype and shape as an IR type.
+ir::Type tensor_type(const at::Tensor& t);
+
 // The value of `t` (its raw values, shaped and typed as t) as a device buffer:
 // its storage's own buffer where t is all of it (no copy), else a copy made by a
 // program that reads t through its view. Either runs t's pending work first.

@@ -12,7 +12,6 @@
 #include "engine/metrics.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
-#include "lowering/types.h"
 
 namespace tpu::distributed {
 namespace {
@@ -57,10 +56,6 @@ ir::Combiner combiner_for(const std::string& op, ir::DType dtype) {
   TORCH_CHECK(!floating, "torch_tpu: bitwise reduce op ", op, " of a floating tensor (", ir::mlir_name(dtype),
               ") is not supported, as with NCCL");
   return bitwise;
-}
-
-ir::Type type_of(const at::Tensor& t) {
-  return ir::Type{lowering::to_ir(t.scalar_type()), ir::Shape(t.sizes().begin(), t.sizes().end())};
 }
 
 // The shape an output of `kind` has for an input of `shape` in a group of n.
@@ -192,9 +187,9 @@ void check_operands(Kind kind, const std::vector<at::Tensor>& inputs, const std:
                     " needs tensors of at least one dimension");
   TORCH_CHECK_VALUE(!split || inputs[0].size(0) % n == 0, "torch_tpu.distributed.", what, ": the first dimension (",
                     inputs[0].size(0), ") must divide by the number of devices (", n, ")");
-  ir::Shape expected = output_shape(kind, type_of(inputs[0]).shape, n);
+  ir::Shape expected = output_shape(kind, aten::tensor_type(inputs[0]).shape, n);
   for (size_t i = 0; i < outputs.size(); ++i)
-    TORCH_CHECK_VALUE(type_of(outputs[i]).shape == expected, "torch_tpu.distributed.", what, ": output ", i,
+    TORCH_CHECK_VALUE(aten::tensor_type(outputs[i]).shape == expected, "torch_tpu.distributed.", what, ": output ", i,
                       " has shape ", outputs[i].sizes(), ", expected ", c10::IntArrayRef(expected.vec()));
 }
 
@@ -213,7 +208,7 @@ void device_collective(const std::string& kind_name, const std::vector<at::Tenso
   engine::Runtime& runtime = engine::Runtime::get();
   std::vector<int> ids;
   std::vector<std::vector<engine::BufferRef>> args;
-  const ir::Type type = type_of(inputs[0]);
+  const ir::Type type = aten::tensor_type(inputs[0]);
   // Each input's value as a buffer of its shape (its view read, any pending
   // work of its device run), one per replica.
   const char* what = kKinds[static_cast<int>(kind)].name;
