@@ -59,7 +59,7 @@ void work() {
     lock.unlock();
     if (error.empty()) try {
         trace::ScopedName trace_name("fused graph");
-        Runtime::get().compile_into_cache(job.graph, job.fingerprint);
+        Runtime::get().compile_into_cache(job.graph, job.fingerprint, job.device);
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -71,7 +71,7 @@ void work() {
                                             "\nIts ops ran one by one meanwhile, so the values computed are "
                                             "right; run with TORCH_TPU_EAGER_MODE=debug to find the op at fault.");
     }
-    q.queued.erase(job.fingerprint);
+    q.queued.erase(Runtime::program_key(job.graph, job.fingerprint, job.device));
     q.compiling = false;
     q.changed.notify_all();
   }
@@ -116,7 +116,7 @@ bool compile_in_background(ir::Graph&& graph, const ir::Fingerprint& fingerprint
   Queue& q = queue();
   std::lock_guard<std::mutex> lock(q.mutex);
   if (q.stopping) return false;
-  if (!q.queued.insert(fingerprint).second) return true;  // already on its way
+  if (!q.queued.insert(Runtime::program_key(graph, fingerprint, device)).second) return true;  // already on its way
   if (!q.worker) {
     static bool hooked = false;
     if (!hooked) {

@@ -218,7 +218,7 @@ std::vector<BufferRef> PendingGraph::execute(int device) {
   Runtime& runtime = Runtime::get();
   if (!background_compile_enabled()) return runtime.execute(graph, arguments, device);
   ir::Fingerprint fingerprint = graph.fingerprint();
-  if (auto exe = runtime.find(graph, fingerprint)) return runtime.launch(*exe, graph, arguments, device);
+  if (auto exe = runtime.find(graph, fingerprint, device)) return runtime.launch(*exe, graph, arguments, device);
   // The compiler gets a copy: the ops' launches below overlap the compile.
   ir::Graph copy = graph;
   if (!compile_in_background(std::move(copy), fingerprint, describe(), device))
@@ -550,7 +550,7 @@ std::shared_ptr<CapturedProgram> CapturedProgram::seal(int device, uint64_t toke
       if (parameters[position].input == k && ir::numel(parameters[position].type.shape) > 1 &&
           parameters[position].type == program->graph_.type(ir::Value{program->graph_.outputs()[result]}))
         program->graph_.alias_output(static_cast<int>(position), result);
-  program->executable_ = Runtime::get().prepare(program->graph_);
+  program->executable_ = Runtime::get().prepare(program->graph_, device);
   std::vector<BufferRef> buffers = program->launch(inputs);
   for (size_t i = 0; i < output_values.size(); ++i)
     output_values[i]->hold(buffers[program->output_storages_[i].result],
@@ -589,7 +589,7 @@ std::vector<BufferRef> CapturedProgram::execute(std::span<StorageValue* const> i
   trace::ScopedName trace_name("compiled graph");
   try {
     if (donate) return Runtime::get().launch(*executable_, graph_, args, device_);
-    if (!plain_executable_) plain_executable_ = Runtime::get().prepare(plain_graph_);
+    if (!plain_executable_) plain_executable_ = Runtime::get().prepare(plain_graph_, device_);
     return Runtime::get().launch(*plain_executable_, plain_graph_, args, device_);
   } catch (const pjrt::Error& e) {
     throw std::runtime_error("torch_tpu: a compiled graph of " + std::to_string(num_ops_) + " ops failed on tpu:" +

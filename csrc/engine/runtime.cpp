@@ -229,7 +229,7 @@ std::string Runtime::plugin_identity() const {
   const auto& plugin = client_->plugin();
   return client_->platform_name() + " " + client_->platform_version() + " pjrt-api " +
          std::to_string(plugin->api_major()) + "." + std::to_string(plugin->api_minor()) +
-         " options portable-1x1" + flags_in_effect();
+         " options per-device-1x1" + flags_in_effect();
 }
 
 void Runtime::set_plugin_path(const std::string& path, const std::string& selected_by,
@@ -331,9 +331,23 @@ PJRT_Device* Runtime::device(int index) const {
   return devices[index].device;
 }
 
-std::shared_ptr<pjrt::Executable> Runtime::in_memory(const ir::Fingerprint& fingerprint) {
+ir::Fingerprint Runtime::program_key(const ir::Graph& graph, const ir::Fingerprint& fingerprint, int device) {
+  if (!graph.replicas().empty()) return fingerprint;
+  ir::Fingerprint key = fingerprint;
+  key.low ^= (static_cast<uint64_t>(device) + 1) * 0x9e3779b97f4a7c15ULL;
+  key.high += static_cast<uint64_t>(device) + 1;
+  return key;
+}
+
+std::string Runtime::disk_key(const ir::Graph& graph, int device) const {
+  std::string key = graph.key();
+  if (graph.replicas().empty()) key += "\nfor device " + std::to_string(client_->devices()[device].id);
+  return key;
+}
+
+std::shared_ptr<pjrt::Executable> Runtime::in_memory(const ir::Fingerprint& key) {
   std::lock_guard<std::mutex> lock(cache_mutex_);
-  auto it = cache_.find(fingerprint);
+  auto it = cache_.find(key);
   if (it == cache_.end()) return nullptr;
   metrics().add(Counter::CacheHits);
   it->second.last_used = ++cache_clock_;
@@ -356,49 +370,52 @@ void Runtime::evict_least_recently_used() {
   metrics().add("program_cache_evictions", static_cast<double>(drop));
 }
 
-std::shared_ptr<pjrt::Executable> Runtime::remember(const ir::Fingerprint& fingerprint,
+std::shared_ptr<pjrt::Executable> Runtime::remember(const ir::Fingerprint& key,
                                                     std::shared_ptr<pjrt::Executable> exe) {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   // Another thread may have compiled the same graph meanwhile: keep one.
-  auto [it, inserted] = cache_.try_emplace(fingerprint, CachedProgram{std::move(exe), ++cache_clock_});
+  auto [it, inserted] = cache_.try_emplace(key, CachedProgram{std::move(exe), ++cache_clock_});
   std::shared_ptr<pjrt::Executable> kept = it->second.executable;
   if (inserted) evict_least_recently_used();
   return kept;
 }
 
-std::shared_ptr<pjrt::Executable> Runtime::find(const ir::Graph& graph, const ir::Fingerprint& fingerprint) {
-  if (auto exe = in_memory(fingerprint)) return exe;
+std::shared_ptr<pjrt::Executable> Runtime::find(const ir::Graph& graph, const ir::Fingerprint& fingerprint,
+                                                int device) {
+  const ir::Fingerprint key = program_key(graph, fingerprint, device);
+  if (auto exe = in_memory(key)) return exe;
   if (cache_dir().empty()) return nullptr;
-  auto exe = load_from_disk(graph.key(), graph, nullptr);
-  return exe ? remember(fingerprint, std::move(exe)) : nullptr;
+  auto exe = load_from_disk(disk_key(graph, device), graph, nullptr);
+  return exe ? remember(key, std::move(exe)) : nullptr;
 }
 
 std::shared_ptr<pjrt::Executable> Runtime::compile_into_cache(const ir::Graph& graph,
-                                                              const ir::Fingerprint& fingerprint) {
+                                                              const ir::Fingerprint& fingerprint, int device) {
   trace::Span span(trace::Kind::Compile, 0);
   if (span.active()) {
     span.event().name = std::string("compile ") + trace::ScopedName::current();
     span.event().args = {{"nodes", std::to_string(graph.size())}, {"background", "1"}};
   }
-  return remember(fingerprint, compile(graph.key(), graph, nullptr));
+  return remember(program_key(graph, fingerprint, device), compile(disk_key(graph, device), graph, device, nullptr));
 }
 
 // The lock is not held while compiling: a compile in the background must not
 // stop other threads' launches of programs already in the cache.
-std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph, LaunchInfo* info) {
-  ir::Fingerprint fingerprint = graph.fingerprint();
-  if (auto exe = in_memory(fingerprint)) return exe;
-  trace::Span span(trace::Kind::Compile, 0);
-  std::string key = graph.key();
+std::shared_ptr<pjrt::Executable> Runtime::executable_for(const ir::Graph& graph, const ir::Fingerprint& fingerprint,
+                                                          int device, LaunchInfo* info) {
+  const ir::Fingerprint program = program_key(graph, fingerprint, device);
+  if (auto exe = in_memory(program)) return exe;
+  trace::Span span(trace::Kind::Compile, device < 0 ? 0 : device);
+  std::string key = disk_key(graph, device);
   auto exe = load_from_disk(key, graph, info);
   bool from_disk = exe != nullptr;
-  if (!exe) exe = compile(key, graph, info);
+  if (!exe) exe = compile(key, graph, device, info);
   if (span.active()) {
     span.event().name = std::string(from_disk ? "load " : "compile ") + trace::ScopedName::current();
     span.event().args = {{"nodes", std::to_string(graph.size())}};
     if (from_disk) span.event().args.emplace_back("from_disk", "1");
   }
-  return remember(fingerprint, std::move(exe));
+  return remember(program, std::move(exe));
 }
 
 namespace {
@@ -441,14 +458,15 @@ std::shared_ptr<pjrt::Executable> Runtime::load_from_disk(const std::string& key
   }
 }
 
-std::shared_ptr<pjrt::Executable> Runtime::compile(const std::string& key, const ir::Graph& graph,
+std::shared_ptr<pjrt::Executable> Runtime::compile(const std::string& key, const ir::Graph& graph, int device,
                                                    LaunchInfo* info) {
   auto t0 = std::chrono::steady_clock::now();
   std::string text = graph.to_mlir();
   if (const char* dump = config::text(config::Knob::DumpPrograms)) dump_program(dump, key, text);
   std::shared_ptr<pjrt::Executable> exe;
   try {
-    exe = client_->compile(text, graph.replicas());
+    exe = client_->compile(text, graph.replicas().empty() ? std::vector<int>{client_->devices()[device].id}
+                                                          : graph.replicas());
   } catch (const pjrt::Error& e) {
     if (config::text(config::Knob::DumpFailedPrograms) != nullptr)
       throw pjrt::Error(std::string(e.what()) + "\nprogram:\n" + text, e.code());
@@ -505,7 +523,7 @@ BufferRef Runtime::track(std::unique_ptr<pjrt::Buffer> buffer, const ir::Type& t
 std::vector<BufferRef> Runtime::execute(const ir::Graph& graph, const std::vector<BufferRef>& args,
                                         int device_index, LaunchInfo* info) {
   auto start = std::chrono::steady_clock::now();
-  auto exe = executable_for(graph, info);
+  auto exe = executable_for(graph, graph.fingerprint(), device_index, info);
   auto result = launch(*exe, graph, args, device_index);
   if (info) info->seconds = seconds_since(start);
   return result;
@@ -590,7 +608,7 @@ std::vector<std::vector<BufferRef>> Runtime::execute_replicated(const ir::Graph&
     throw pjrt::Error("a replicated program got " + std::to_string(args.size()) + " argument lists for " +
                           std::to_string(local.size()) + " devices of this process",
                       3);  // INVALID_ARGUMENT
-  auto exe = executable_for(graph, nullptr);
+  auto exe = executable_for(graph, graph.fingerprint(), -1, nullptr);
   std::vector<std::vector<PJRT_Buffer*>> raw(args.size());
   for (size_t d = 0; d < args.size(); ++d)
     for (const auto& b : args[d]) raw[d].push_back(b->raw());

@@ -91,13 +91,21 @@ class Runtime {
   std::vector<BufferRef> execute(const ir::Graph& graph, const std::vector<BufferRef>& args, int device,
                                  LaunchInfo* info = nullptr);
   // The two halves of execute(), for programs launched many times (torch.compile):
-  // look the executable up once, then launch it with no per-call key.
-  std::shared_ptr<pjrt::Executable> prepare(const ir::Graph& graph) { return executable_for(graph, nullptr); }
-  // The executable of `graph` (whose fingerprint is given) if it is in memory
-  // or on disk; nullptr where it would have to be compiled.
-  std::shared_ptr<pjrt::Executable> find(const ir::Graph& graph, const ir::Fingerprint& fingerprint);
-  // Compiles `graph` and keeps it in the cache (memory and disk); any thread.
-  std::shared_ptr<pjrt::Executable> compile_into_cache(const ir::Graph& graph, const ir::Fingerprint& fingerprint);
+  // look the executable for `device` up once, then launch it with no per-call key.
+  std::shared_ptr<pjrt::Executable> prepare(const ir::Graph& graph, int device) {
+    return executable_for(graph, graph.fingerprint(), device, nullptr);
+  }
+  // The executable of `graph` (whose fingerprint is given) for `device` if it is in
+  // memory or on disk; nullptr where it would have to be compiled.
+  std::shared_ptr<pjrt::Executable> find(const ir::Graph& graph, const ir::Fingerprint& fingerprint, int device);
+  // Compiles `graph` for `device` and keeps it in the cache (memory and disk); any thread.
+  std::shared_ptr<pjrt::Executable> compile_into_cache(const ir::Graph& graph, const ir::Fingerprint& fingerprint,
+                                                       int device);
+  // What the cache knows a program by: its graph's fingerprint and, unless the
+  // graph names its replicas' devices, the device it is compiled for. A program
+  // is compiled for its device rather than portable since the plugin's launch of
+  // a portable program copies its compile options every time (see pjrt::Executable).
+  static ir::Fingerprint program_key(const ir::Graph& graph, const ir::Fingerprint& fingerprint, int device);
   std::vector<BufferRef> launch(const pjrt::Executable& exe, const ir::Graph& graph,
                                 const std::vector<BufferRef>& args, int device);
   // Launches a replicated graph (ir::Graph::set_replicas) once on each of its
@@ -137,12 +145,17 @@ class Runtime {
 
  private:
   explicit Runtime(std::unique_ptr<pjrt::Client> client);
-  std::shared_ptr<pjrt::Executable> executable_for(const ir::Graph& graph, LaunchInfo* info);
-  std::shared_ptr<pjrt::Executable> in_memory(const ir::Fingerprint& fingerprint);
-  // Puts `exe` in the cache; returns what the cache holds for `fingerprint` then.
-  std::shared_ptr<pjrt::Executable> remember(const ir::Fingerprint& fingerprint, std::shared_ptr<pjrt::Executable> exe);
+  // `device` -1: a replicated graph, bound to the devices it names.
+  std::shared_ptr<pjrt::Executable> executable_for(const ir::Graph& graph, const ir::Fingerprint& fingerprint,
+                                                   int device, LaunchInfo* info);
+  std::shared_ptr<pjrt::Executable> in_memory(const ir::Fingerprint& key);
+  // Puts `exe` in the cache; returns what the cache holds for `key` then.
+  std::shared_ptr<pjrt::Executable> remember(const ir::Fingerprint& key, std::shared_ptr<pjrt::Executable> exe);
+  // The disk cache's key of `graph` compiled for `device`.
+  std::string disk_key(const ir::Graph& graph, int device) const;
   std::shared_ptr<pjrt::Executable> load_from_disk(const std::string& key, const ir::Graph& graph, LaunchInfo* info);
-  std::shared_ptr<pjrt::Executable> compile(const std::string& key, const ir::Graph& graph, LaunchInfo* info);
+  std::shared_ptr<pjrt::Executable> compile(const std::string& key, const ir::Graph& graph, int device,
+                                            LaunchInfo* info);
   std::string plugin_identity() const;
   BufferRef track(std::unique_ptr<pjrt::Buffer> buffer, const ir::Type& type, int device);
 

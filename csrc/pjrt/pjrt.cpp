@@ -284,10 +284,22 @@ size_t output_count(const PJRT_Api* api, PJRT_LoadedExecutable* loaded) {
   return num.num_outputs;
 }
 
+// The executable's device where it has exactly one (a program compiled for one
+// device); nullptr for a portable program, which has none, or a replicated one.
+PJRT_Device* only_device(const PJRT_Api* api, PJRT_LoadedExecutable* loaded) {
+  PJRT_LoadedExecutable_AddressableDevices_Args args{};
+  args.struct_size = PJRT_LoadedExecutable_AddressableDevices_Args_STRUCT_SIZE;
+  args.executable = loaded;
+  check(api, api->PJRT_LoadedExecutable_AddressableDevices(&args), "PJRT_LoadedExecutable_AddressableDevices");
+  return args.num_addressable_devices == 1 ? args.addressable_devices[0] : nullptr;
+}
+
 }  // namespace
 
 Executable::Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe)
-    : PluginObject(std::move(plugin), exe), num_outputs_(output_count(plugin_->api(), exe)) {}
+    : PluginObject(std::move(plugin), exe),
+      num_outputs_(output_count(plugin_->api(), exe)),
+      own_device_(only_device(plugin_->api(), exe)) {}
 
 void release(const PJRT_Api* api, PJRT_LoadedExecutable* executable) {
   PJRT_LoadedExecutable_Destroy_Args args{};
@@ -313,7 +325,7 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(
   exec.num_args = args.size();
   exec.output_lists = &out_list;
   exec.device_complete_events = nullptr;  // outputs' ready events carry completion
-  exec.execute_device = device;
+  exec.execute_device = device == own_device_ ? nullptr : device;
   check(api, api->PJRT_LoadedExecutable_Execute(&exec), "PJRT_LoadedExecutable_Execute");
   std::vector<std::unique_ptr<Buffer>> result;
   result.reserve(outputs.size());

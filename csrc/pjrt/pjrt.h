@@ -112,8 +112,14 @@ class Executable : public PluginObject<PJRT_LoadedExecutable> {
   Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe);
 
   size_t num_outputs() const { return num_outputs_; }
+  // The one device a program compiled for one device runs on; nullptr for a
+  // portable program (any device) or a replicated one (several).
+  PJRT_Device* own_device() const { return own_device_; }
   // Launches asynchronously on `device`; outputs become ready when the
   // computation finishes (their ready events carry any execution error).
+  // On own_device() the launch takes the plugin's plain path; a portable
+  // program's launch on a named device makes XLA's C API wrapper copy the
+  // program's compile options (one layout per argument) on every call.
   std::vector<std::unique_ptr<Buffer>> execute(
       PJRT_Device* device, const std::vector<PJRT_Buffer*>& args) const;
   // Launches a replicated program (compiled with replica devices) once on each of
@@ -125,6 +131,7 @@ class Executable : public PluginObject<PJRT_LoadedExecutable> {
 
  private:
   const size_t num_outputs_;
+  PJRT_Device* const own_device_;
 };
 
 struct DeviceInfo {
@@ -162,8 +169,9 @@ class Client : public PluginObject<PJRT_Client> {
   std::optional<MemoryStats> memory_stats(PJRT_Device* device) const;
 
   // Compiles a portable program (it runs on whichever device execute() names);
-  // with `replica_device_ids` (device ids, one per replica), a replicated one
-  // whose replicas run on those devices, as its collectives' groups number them.
+  // with `replica_device_ids` (device ids, one per replica), one bound to those
+  // devices: a replicated one whose replicas run on them, as its collectives'
+  // groups number them, or, with one id, a program for that device alone.
   std::unique_ptr<Executable> compile(const std::string& mlir_module,
                                       const std::vector<int>& replica_device_ids = {}) const;
   std::unique_ptr<Executable> deserialize(const std::string& bytes) const;

@@ -1263,6 +1263,20 @@ void executable_serialize_roundtrip() {
   check_composite(*third);
 }
 
+// A program compiled for one device knows it (also when loaded from its bytes) and
+// launches there through the plugin's plain path; a portable one has no device of its own.
+void executable_for_one_device() {
+  Graph g = composite_graph();
+  auto portable = compile(g);
+  CHECK(portable->own_device() == nullptr);
+  auto pinned = env.client->compile(g.to_mlir(), {env.client->devices()[0].id});
+  CHECK(pinned->own_device() == env.device);
+  check_composite(*pinned);
+  auto loaded = env.client->deserialize(pinned->serialize());
+  CHECK(loaded->own_device() == env.device);
+  check_composite(*loaded);
+}
+
 // ------------------------------------------------------------------ error paths
 
 void error_invalid_mlir() {
@@ -1421,6 +1435,7 @@ const Case kCases[] = {
     {"error_load_not_a_plugin_text_file", error_load_not_a_plugin_text_file, true},
     {"error_wrong_argument_count", error_wrong_argument_count, true},
     {"error_deserialize_garbage", error_deserialize_garbage, true},
+    {"executable_for_one_device", executable_for_one_device, true},
     {"error_to_host_wrong_size", error_to_host_wrong_size, true},
 };
 
