@@ -45,11 +45,13 @@ $(BENCH_STAMP): bench/requirements.txt $(STAMP)
 	$(PY) -m pip install -q -r bench/requirements.txt
 	touch $(BENCH_STAMP)
 
-# Training-step benchmark across modes (bench/results/modes.json, .png) and the
-# host cost of compute-free steps (bench/results/host_overhead.json, .png).
+# Training-step benchmark across modes (bench/results/modes.json, .png), the
+# host cost of compute-free steps (bench/results/host_overhead.json, .png) and,
+# where valgrind is installed, the same in instructions (host_instructions).
 bench: build $(BENCH_STAMP)
 	$(PY) bench/modes.py $(BENCH_ARGS)
 	$(PY) bench/host_overhead.py $(HOST_BENCH_ARGS)
+	if command -v valgrind >/dev/null; then $(PY) bench/host_instructions.py; fi
 
 clean:
 	rm -rf build torch_tpu/*.so *.egg-info $(EDITABLE)

@@ -663,15 +663,20 @@ def main(argv=None):
         for mode, parts in report["profile"].items():
             print("profile", mode, parts if isinstance(parts, str) else
                   ", ".join("%s %.0f%%" % (k, 100 * v) for k, v in parts.items() if k != "samples"))
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
+    save_report(report, args.out, args.chart, _chart)
+    return 0
+
+
+def save_report(report, out, chart_path, chart):
+    """Writes `report` as JSON to `out` and chart(report, chart_path) beside it (not without matplotlib)."""
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
         json.dump(report, f, indent=1)
     try:
-        _chart(report, args.chart)
+        chart(report, chart_path)
     except ImportError as e:
         print("no chart:", e)
-    print("wrote", args.out)
-    return 0
+    print("wrote", out)
 
 
 def _summary(workload, result):

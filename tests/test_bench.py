@@ -1,6 +1,7 @@
 """The benchmark's own logic: arithmetic, subprocess records (the benchmark itself runs as `make bench`, not in CI)."""
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -211,3 +212,38 @@ def test_host_cpu_time_counts_the_main_and_the_tpu_autograd_thread():
     while time.thread_time() < end:  # 50 ms of the main thread's CPU
         pass
     assert host_overhead._host_cpu_seconds(clocks) - before >= 0.05
+
+
+def test_host_instructions_sorts_a_function_into_the_first_component_that_claims_it():
+    import host_instructions as hi
+    spin = "Eigen::ThreadPoolTempl<tsl::thread::EigenEnvironment>::GlobalSteal()"
+    assert hi.component_of(spin, "/x/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so") == "XLA pool idle spin"
+    assert hi.component_of("xla::PjRtCpuExecutable::ExecuteHelper(...)", "/x/xla_cpu_pjrt.so") == "XLA plugin"
+    assert hi.component_of("tpu::ir::Graph::fingerprint() const", "/r/torch_tpu/_C.cpython-311.so") == "torch_tpu"
+    assert hi.component_of("./malloc/./malloc/malloc.c:_int_free", "/usr/lib/libc.so.6") == "malloc"
+    assert hi.component_of("???:0x1234", "???") == "other"
+    annotated = ("100,000 (100.0%)  PROGRAM TOTALS\n"
+                 " 1,500 (50.0%)  ???:tpu::ir::Graph::add(x) [/r/torch_tpu/_C.cpython-311.so]\n"
+                 " 1,000 (30.0%)  ???:at::native::add(y) [/v/torch/lib/libtorch_cpu.so]\n"
+                 "   500 (20.0%)  ???:tpu::aten::read(z) [/r/torch_tpu/_C.cpython-311.so]\n")
+    assert hi.components(annotated) == {"torch_tpu": 2000, "PyTorch": 1000}
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_host_instructions_counts_only_the_timed_steps_of_each_mode(tmp_path):
+    import host_instructions as hi
+    out = tmp_path / "instructions.json"
+    assert hi.main(["--modes", "cpu", "fused", "--steps", "2", "--out", str(out),
+                    "--chart", str(tmp_path / "instructions.png")]) == 0
+    report = json.loads(out.read_text())
+    cpu, fused = report["results"]["cpu"], report["results"]["fused"]
+    assert "error" not in cpu and "error" not in fused, (cpu.get("error"), fused.get("error"))
+    assert len(cpu["losses"]) == len(fused["losses"]) == 2
+    torch.testing.assert_close(torch.tensor(fused["losses"]), torch.tensor(cpu["losses"]), rtol=1e-4, atol=1e-4)
+    # torch_tpu is loaded in the cpu run too (torch's backend autoload) but does next to nothing there
+    assert cpu["components_per_step"].get("torch_tpu", 0) < 0.01 * cpu["instructions_per_step"]
+    assert fused["components_per_step"]["torch_tpu"] > 0.05 * fused["instructions_per_step"]
+    # warm-up (compiles) and imports are not counted: a compute-free step is a few million instructions
+    assert 1e6 < cpu["instructions_per_step"] < 1e8 and 1e6 < fused["instructions_per_step"] < 1e8
+    assert set(report["ratios"]) == {"fused_over_cpu", "fused_over_cpu_without_idle_spin"}
+    assert (tmp_path / "instructions.png").exists()

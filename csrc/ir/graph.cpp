@@ -83,12 +83,6 @@ DType complex_of(DType d) {
   throw std::invalid_argument(std::string("ir: no complex type with ") + mlir_name(d) + " parts");
 }
 
-int64_t numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
-
 std::string Type::mlir() const {
   std::string s = "tensor<";
   for (int64_t d : shape) {
@@ -98,11 +92,6 @@ std::string Type::mlir() const {
   s += mlir_name(dtype);
   s += '>';
   return s;
-}
-
-size_t NodeStore::chunk_of(size_t i) {
-  // Chunks 0..k-1 hold kFirst * (2^k - 1) nodes.
-  return static_cast<size_t>(std::bit_width(i / kFirst + 1)) - 1;
 }
 
 namespace {

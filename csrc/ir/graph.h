@@ -2,6 +2,7 @@
 // Knows nothing of PJRT or torch.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -31,7 +32,11 @@ DType complex_part(DType dtype);
 DType complex_of(DType dtype);
 
 using Shape = Ints;
-int64_t numel(const Shape& shape);
+inline int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
 
 struct Type {
   DType dtype;
@@ -139,7 +144,10 @@ class NodeStore {
 
  private:
   static constexpr size_t kFirst = 16;
-  static size_t chunk_of(size_t i);  // the chunk holding node i
+  static size_t chunk_of(size_t i) {  // the chunk holding node i
+    // Chunks 0..k-1 hold kFirst * (2^k - 1) nodes.
+    return static_cast<size_t>(std::bit_width(i / kFirst + 1)) - 1;
+  }
   static size_t chunk_start(size_t k) { return kFirst * ((size_t(1) << k) - 1); }
   Node* slot(size_t i) const {
     size_t k = chunk_of(i);
