@@ -341,8 +341,13 @@ ir::Fingerprint Runtime::program_key(const ir::Graph& graph, const ir::Fingerpri
 
 std::string Runtime::disk_key(const ir::Graph& graph, int device) const {
   std::string key = graph.key();
-  if (graph.replicas().empty()) key += "\nfor device " + std::to_string(client_->devices()[device].id);
+  if (graph.replicas().empty()) key += "\nfor device " + std::to_string(device_id(device));
   return key;
+}
+
+int Runtime::device_id(int index) const {
+  device(index);  // raises for an index out of range
+  return client_->devices()[index].id;
 }
 
 std::shared_ptr<pjrt::Executable> Runtime::in_memory(const ir::Fingerprint& key) {
@@ -465,7 +470,7 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const std::string& key, const
   if (const char* dump = config::text(config::Knob::DumpPrograms)) dump_program(dump, key, text);
   std::shared_ptr<pjrt::Executable> exe;
   try {
-    exe = client_->compile(text, graph.replicas().empty() ? std::vector<int>{client_->devices()[device].id}
+    exe = client_->compile(text, graph.replicas().empty() ? std::vector<int>{device_id(device)}
                                                           : graph.replicas());
   } catch (const pjrt::Error& e) {
     if (config::text(config::Knob::DumpFailedPrograms) != nullptr)

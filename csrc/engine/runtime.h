@@ -151,6 +151,8 @@ class Runtime {
   std::shared_ptr<pjrt::Executable> in_memory(const ir::Fingerprint& key);
   // Puts `exe` in the cache; returns what the cache holds for `key` then.
   std::shared_ptr<pjrt::Executable> remember(const ir::Fingerprint& key, std::shared_ptr<pjrt::Executable> exe);
+  // The PJRT id of device `index` (raises pjrt::Error for an index out of range).
+  int device_id(int index) const;
   // The disk cache's key of `graph` compiled for `device`.
   std::string disk_key(const ir::Graph& graph, int device) const;
   std::shared_ptr<pjrt::Executable> load_from_disk(const std::string& key, const ir::Graph& graph, LaunchInfo* info);
