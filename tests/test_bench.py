@@ -1,4 +1,5 @@
 """The benchmark's own logic: arithmetic, subprocess records (the benchmark itself runs as `make bench`, not in CI)."""
+import importlib.util
 import json
 import os
 import shutil
@@ -246,4 +247,5 @@ def test_host_instructions_counts_only_the_timed_steps_of_each_mode(tmp_path):
     # warm-up (compiles) and imports are not counted: a compute-free step is a few million instructions
     assert 1e6 < cpu["instructions_per_step"] < 1e8 and 1e6 < fused["instructions_per_step"] < 1e8
     assert set(report["ratios"]) == {"fused_over_cpu", "fused_over_cpu_without_idle_spin"}
-    assert (tmp_path / "instructions.png").exists()
+    # the chart where matplotlib is installed (make bench installs it; the test environment need not)
+    assert (tmp_path / "instructions.png").exists() == (importlib.util.find_spec("matplotlib") is not None)
