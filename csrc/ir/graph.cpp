@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <type_traits>
 
 namespace tpu::ir {
 
@@ -197,7 +198,7 @@ Value Graph::parameter(Type type) {
   return Value{static_cast<int>(nodes_.size()) - 1};
 }
 
-Value Graph::add_node(Op op, const Value* operands, size_t count, Type type, std::string attrs,
+Value Graph::add_node(Op op, const Value* operands, size_t count, Type type, Attrs attrs,
                       Combiner combiner) {
   Node node{op, static_cast<uint32_t>(operand_ids_.size()), static_cast<uint32_t>(count), std::move(type),
             std::move(attrs), combiner};
@@ -220,33 +221,47 @@ void Graph::push_mapped(Node&& n, OperandIds ids, const std::vector<Value>& mapp
   nodes_.push_back(std::move(n));
 }
 
-void Graph::append(Graph&& other, std::span<const Value> arguments, std::vector<Value>& mapped) {
+template <class Source, class Argument>
+void Graph::append_from(Source& other, Argument&& argument, std::vector<Value>& mapped) {
   if (&other == this) throw std::logic_error("ir: a graph cannot append itself");
-  if (arguments.size() != other.num_parameters_) throw std::logic_error("ir: append needs one value per parameter");
   mapped.clear();
   mapped.reserve(other.nodes_.size());
   size_t next_argument = 0;
-  for (Node& n : other.nodes_) {
-    if (n.op == Op::Parameter) {
-      mapped.push_back(arguments[next_argument++]);
+  for (auto& source : other.nodes_) {
+    if (source.op == Op::Parameter) {
+      mapped.push_back(argument(next_argument++));
       continue;
     }
-    OperandIds ids = other.operands(n);
+    OperandIds ids = other.operands(source);
+    Node n = [&]() -> Node {
+      if constexpr (std::is_const_v<Source>) return source;
+      else return std::move(source);
+    }();
     if (n.op == Op::Reshape) {  // of a reshape here (a storage's flat value, mostly): as ir::reshape folds it
-      Value source = reshaped_from(mapped[ids[0]]);
-      if (type(source) == n.type) {
-        mapped.push_back(source);
+      Value reshaped = reshaped_from(mapped[ids[0]]);
+      if (type(reshaped) == n.type) {
+        mapped.push_back(reshaped);
         continue;
       }
       n.first_operand = static_cast<uint32_t>(operand_ids_.size());
-      operand_ids_.push_back(source.id);
+      operand_ids_.push_back(reshaped.id);
       nodes_.push_back(std::move(n));
     } else {
       push_mapped(std::move(n), ids, mapped);
     }
     mapped.push_back(Value{static_cast<int>(nodes_.size()) - 1});
   }
+}
+
+void Graph::append(Graph&& other, std::span<const Value> arguments, std::vector<Value>& mapped) {
+  if (arguments.size() != other.num_parameters_) throw std::logic_error("ir: append needs one value per parameter");
+  append_from(other, [&](size_t k) { return arguments[k]; }, mapped);
   other = Graph();
+}
+
+void Graph::append_copied(const Graph& other, Value (*argument)(void*, size_t), void* context,
+                          std::vector<Value>& mapped) {
+  append_from(other, [&](size_t k) { return argument(context, k); }, mapped);
 }
 
 std::vector<GraphPiece> Graph::split(std::span<const size_t> ends) const {
@@ -431,7 +446,7 @@ void Graph::describe(Sink& sink) const {
       sink.number(d);
       sink.separator('x');
     }
-    sink.optional_text(n.attrs, '{', '}');
+    sink.optional_text(n.attrs.str(), '{', '}');
     sink.optional_symbol(n.combiner != Combiner::None, static_cast<char>('0' + static_cast<int>(n.combiner)));
     sink.count(n.loop ? 1 : 0);
     if (n.loop) {
@@ -480,7 +495,7 @@ std::string Graph::difference(const Graph& other) const {
     if (a.op != b.op)
       return "node " + std::to_string(i) + ": " + short_name(a.op) + " instead of " + short_name(b.op);
     if (!(a.type == b.type)) return where + ": " + a.type.mlir() + " instead of " + b.type.mlir();
-    if (a.attrs != b.attrs) return where + ": attributes {" + a.attrs + "} instead of {" + b.attrs + "}";
+    if (!(a.attrs == b.attrs)) return where + ": attributes {" + a.attrs.str() + "} instead of {" + b.attrs.str() + "}";
     OperandIds x = operands(a), y = other.operands(b);
     if (!std::equal(x.begin(), x.end(), y.begin(), y.end())) return where + ": other operands";
   }
@@ -552,7 +567,7 @@ void Graph::emit_body(std::string& out, const std::string& prefix, const std::ve
       continue;
     }
     if (n.op == Op::Result) {
-      names[i] = names[ids[0]] + "#" + n.attrs;
+      names[i] = names[ids[0]] + "#" + n.attrs.str();
       continue;
     }
     names[i] = "%" + prefix + std::to_string(i);
@@ -589,7 +604,7 @@ void Graph::emit_body(std::string& out, const std::string& prefix, const std::ve
     if (n.callee) {
       std::string results;
       for (const Type& t : n.callee->results) results += (results.empty() ? "" : ", ") + t.mlir();
-      out += " {" + n.attrs + "} : (" + type_list(nodes_, ids) + ") -> (" + results + ")\n";
+      out += " {" + n.attrs.str() + "} : (" + type_list(nodes_, ids) + ") -> (" + results + ")\n";
       continue;
     }
     if (n.combiner != Combiner::None) {
@@ -610,7 +625,7 @@ void Graph::emit_body(std::string& out, const std::string& prefix, const std::ve
       }
       out += indent + "})";
     }
-    if (!n.attrs.empty()) out += " {" + n.attrs + "}";
+    if (!n.attrs.empty()) out += " {" + n.attrs.str() + "}";
     out += " : (" + type_list(nodes_, ids) + ") -> " + n.type.mlir() + "\n";
   }
   out += indent + "\"" + terminator + "\"(";

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ir/ints.h"
@@ -87,6 +88,28 @@ struct Callee {
   std::vector<Type> results;
 };
 
+// A node's rendered attribute entries (without braces), shared by the copies
+// of the node: a graph kept to be appended again (an op's remembered graph)
+// copies its nodes each time, and copying the text cost more than the rest of
+// the node. Immutable; empty holds nothing.
+class Attrs {
+ public:
+  Attrs() = default;
+  Attrs(std::string text)  // NOLINT: implicit, ops pass their text
+      : text_(text.empty() ? nullptr : std::make_shared<const std::string>(std::move(text))) {}
+  Attrs(const char* text) : Attrs(std::string(text)) {}  // NOLINT
+  const std::string& str() const { return text_ ? *text_ : empty_text(); }
+  bool empty() const { return text_ == nullptr; }
+  bool operator==(const Attrs& o) const { return text_ == o.text_ || str() == o.str(); }
+
+ private:
+  static const std::string& empty_text() {
+    static const std::string empty;
+    return empty;
+  }
+  std::shared_ptr<const std::string> text_;
+};
+
 // The k-th result of a multi-result node (a while loop, a call) is a node of its own:
 // op Op::Result, one operand (the loop), attrs = k. It emits no line.
 
@@ -96,7 +119,7 @@ struct Node {
   // num_operands) of its graph: one pool per graph, not one allocation per node.
   uint32_t first_operand = 0, num_operands = 0;
   Type type;
-  std::string attrs;  // rendered attribute entries, without braces
+  Attrs attrs;
   Combiner combiner = Combiner::None;
   std::shared_ptr<const LoopRegions> loop;  // stablehlo.while only
   std::shared_ptr<const Callee> callee;     // func.call only
@@ -201,11 +224,11 @@ class Graph {
   }
 
   Value parameter(Type type);
-  Value add(Op op, std::initializer_list<Value> operands, Type type, std::string attrs = {},
+  Value add(Op op, std::initializer_list<Value> operands, Type type, Attrs attrs = {},
             Combiner combiner = Combiner::None) {
     return add_node(op, operands.begin(), operands.size(), std::move(type), std::move(attrs), combiner);
   }
-  Value add(Op op, const std::vector<Value>& operands, Type type, std::string attrs = {},
+  Value add(Op op, const std::vector<Value>& operands, Type type, Attrs attrs = {},
             Combiner combiner = Combiner::None) {
     return add_node(op, operands.data(), operands.size(), std::move(type), std::move(attrs), combiner);
   }
@@ -227,6 +250,17 @@ class Graph {
   // new value of each node of `other` (by id): a caller appending graph after
   // graph (the pending graph, once per op) reuses one buffer.
   void append(Graph&& other, std::span<const Value> arguments, std::vector<Value>& mapped);
+  // The same, copying the nodes of `other` (left as it is), and asking
+  // `argument(k)` for the value of its k-th parameter when the copy reaches that
+  // parameter: whatever the caller adds to this graph for it lands where it would
+  // have had the caller built `other`'s nodes itself, so the result is the same
+  // graph (an op's remembered graph, aten/op_memo.h).
+  template <class Argument>
+  void append_copy(const Graph& other, Argument&& argument, std::vector<Value>& mapped) {
+    using F = std::remove_reference_t<Argument>;
+    append_copied(other, [](void* f, size_t k) { return (*static_cast<F*>(f))(k); },
+                  const_cast<void*>(static_cast<const void*>(&argument)), mapped);
+  }
   // Input/output aliasing: the buffer of parameter `parameter` (by position)
   // is donated to output `output`, which must have the parameter's type.
   void alias_output(int parameter, int output) { aliases_.push_back({parameter, output}); }
@@ -273,7 +307,7 @@ class Graph {
   void emit_body(std::string& out, const std::string& prefix, const std::vector<std::string>& parameter_names,
                  const char* terminator, const std::string& indent) const;
 
-  Value add_node(Op op, const Value* operands, size_t count, Type type, std::string attrs,
+  Value add_node(Op op, const Value* operands, size_t count, Type type, Attrs attrs,
                  Combiner combiner);
   // Feeds what identifies the graph to `sink`: key() spells it, fingerprint() hashes it.
   template <class Sink>
@@ -290,6 +324,11 @@ class Graph {
   OperandIds operands(const Node& n) const { return {operand_ids_.data() + n.first_operand, n.num_operands}; }
   // Appends `n` (of another graph, whose operand ids are `ids`) with each operand id mapped.
   void push_mapped(Node&& n, OperandIds ids, const std::vector<Value>& mapped);
+  void append_copied(const Graph& other, Value (*argument)(void*, size_t), void* context, std::vector<Value>& mapped);
+  // append()'s body: `Source` is Graph (nodes moved) or const Graph (nodes copied);
+  // `argument(k)` is the value of the k-th parameter.
+  template <class Source, class Argument>
+  void append_from(Source& other, Argument&& argument, std::vector<Value>& mapped);
 
   NodeStore nodes_;
   std::vector<int> operand_ids_;

@@ -112,12 +112,12 @@ namespace {
 // The attributes of a scalar constant, formatted once per value on each thread:
 // programs ask for the same few constants (0, 1, 0.5, a dtype's limits) again
 // and again, and formatting one cost more than the rest of its node.
-const std::string& constant_attrs(DType dtype, double value) {
+const Attrs& constant_attrs(DType dtype, double value) {
   struct Entry {
     bool used = false;
     DType dtype;
     uint64_t bits;
-    std::string attrs;
+    Attrs attrs;
   };
   thread_local std::array<Entry, 64> cache;
   uint64_t bits;

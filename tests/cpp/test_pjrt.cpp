@@ -556,6 +556,42 @@ void ir_append_into_buffer() {
   CHECK(threw);
 }
 
+// Appending a kept graph by copy (an op's remembered graph): the kept graph is
+// unchanged, each parameter's value is asked for when the copy reaches it (so
+// what the caller adds for it lands there), and the result is the graph the
+// caller would have built itself: the same key.
+void ir_append_copy() {
+  Graph kept;
+  Value x = param(kept, DType::F32, {6});
+  Value shaped = ir::reshape(kept, x, {2, 3});
+  Value y = param(kept, DType::F32, {});
+  Value sum = kept.add(ir::Op::Add, {shaped, ir::broadcast_to(kept, y, {2, 3})}, Type{DType::F32, {2, 3}});
+  std::string kept_key = kept.key();
+
+  Graph built;  // what a caller building by hand makes: a [2, 3] buffer read flat, then the op
+  Value buffer = param(built, DType::F32, {2, 3});
+  Value flat = ir::reshape(built, buffer, {6});
+  Value scale = param(built, DType::F32, {});
+  built.add(ir::Op::Add, {ir::reshape(built, flat, {2, 3}), ir::broadcast_to(built, scale, {2, 3})},
+            Type{DType::F32, {2, 3}});
+
+  for (int round = 0; round < 2; ++round) {
+    Graph g;
+    std::vector<size_t> asked;
+    std::vector<Value> mapped;
+    g.append_copy(kept, [&](size_t k) {
+      asked.push_back(k);
+      if (k == 0) return ir::reshape(g, param(g, DType::F32, {2, 3}), {6});  // a storage's flat value
+      return param(g, DType::F32, {});
+    }, mapped);
+    CHECK_EQ(asked, (std::vector<size_t>{0, 1}));
+    CHECK_EQ(g.key(), built.key());  // the reshape of the flat value folded into its buffer
+    CHECK_EQ(mapped.size(), kept.size());
+    CHECK_EQ(g.type(mapped[sum.id]), (Type{DType::F32, {2, 3}}));
+    CHECK_EQ(kept.key(), kept_key);  // copied, not consumed: the same again next round
+  }
+}
+
 // A call of an external function: results through result nodes, the callee's
 // definitions emitted once after @main however often it is called, its name in the key.
 void ir_call_external() {
@@ -1398,6 +1434,7 @@ const Case kCases[] = {
     {"ir_ints", ir_ints, false},
     {"ir_node_store", ir_node_store, false},
     {"ir_append_into_buffer", ir_append_into_buffer, false},
+    {"ir_append_copy", ir_append_copy, false},
     {"ir_call_external", ir_call_external, false},
     {"ir_identity_folds", ir_identity_folds, false},
     {"ir_reshape_folds", ir_reshape_folds, false},
