@@ -63,7 +63,7 @@ at::Tensor arith(const char* name, Binary op, const at::Tensor& self, const at::
                        ir::Value rhs = scaled ? lowering::binary(g, Binary::Mul, v[1], v[2]) : v[1];
                        return lowering::binary(g, op, v[0], rhs);
                      },
-                     out, inplace);
+                     out, inplace, static_cast<uint64_t>(op) | static_cast<uint64_t>(scaled) << 8);
 }
 
 template <Binary kOp>
@@ -103,7 +103,7 @@ at::Tensor divide(const char* name, const at::Tensor& self, const at::Tensor& ot
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) {
                        return lowering::binary(g, op, v[0], v[1]);
                      },
-                     out, inplace);
+                     out, inplace, static_cast<uint64_t>(op));
 }
 
 at::Tensor div_kernel(Overload o, const at::Tensor& self, const at::Tensor& other) {
@@ -133,7 +133,7 @@ at::Tensor comparison(const char* name, ir::Compare op, const at::Tensor& self, 
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) {
                        return lowering::compare(g, op, v[0], v[1]);
                      },
-                     out, inplace);
+                     out, inplace, static_cast<uint64_t>(op));
 }
 
 
@@ -185,7 +185,7 @@ at::Tensor unary_op(const char* op_name, Unary op, Accepts accepts, const at::Te
   std::string name = variant(op_name, out, inplace);
   return elementwise(name.c_str(), {self}, compute, result,
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::unary(g, op, v[0]); },
-                     out, inplace);
+                     out, inplace, static_cast<uint64_t>(op));
 }
 
 template <Unary kOp, Accepts kAccepts>
@@ -468,7 +468,7 @@ at::Tensor lerp_op(const at::Tensor& self, const at::Tensor& end, const at::Tens
                      [small](ir::Graph& g, const std::vector<ir::Value>& v) {
                        return lowering::lerp(g, v[0], v[1], v[2], small);
                      },
-                     out, inplace);
+                     out, inplace, small ? 1u + *small : 0u);
 }
 at::Tensor lerp_scalar_kernel(Overload o, const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
   return lerp_op(self, end, scalar_operand(w), false, o.out, o.inplace, std::abs(w.toComplexDouble()) < 0.5);
@@ -501,7 +501,7 @@ at::Tensor addc_op(const char* op_name, bool divide, const at::Tensor& self, con
                        ir::Value term = lowering::binary(g, divide ? Binary::Div : Binary::Mul, scaled, v[2]);
                        return lowering::binary(g, Binary::Add, v[0], term);
                      },
-                     out, inplace);
+                     out, inplace, static_cast<uint64_t>(divide));
 }
 template <bool kDivide>
 at::Tensor addc_kernel(Overload o, const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,

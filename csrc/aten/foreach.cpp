@@ -7,6 +7,7 @@
 // kernels, which are correct by construction.
 #include <ATen/core/Tensor.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/native/ForeachUtils.h>
 #include <ATen/ops/_foreach_abs_native.h>
 #include <ATen/ops/_foreach_acos_native.h>
@@ -59,15 +60,18 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/pow.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/library.h>
 
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "aten/op_helpers.h"
+#include "aten/op_memo.h"
 #include "ir/ops.h"
 #include "lowering/reduce.h"
 #include "lowering/types.h"
@@ -97,6 +101,63 @@ void batched(const char* name, int device, size_t n, F&& element, const c10::Sca
   batch.run();
 }
 
+// What an in-place list op's elements read besides their lists' tensors, for
+// the memo (aten/op_memo.h): with `memo`, a whole batch is remembered as one
+// recipe and a later call with alike lists applies it without running the
+// elements (and bumps each self's version, as each element's op would).
+// Only for ops whose elements' graphs depend on nothing else: a Scalar an
+// element reads is wrapped once here (its dtype in the key); anything else they
+// depend on (a formula chosen by a Scalar's value) goes in `captures`.
+struct Operands {
+  std::initializer_list<TL> lists;
+  const c10::Scalar* scalar = nullptr;     // one Scalar every element reads
+  Scalars scalars = {};                    // one Scalar per element
+  const at::Tensor* tensor = nullptr;      // one 0-dim tensor every element reads
+  std::span<const int64_t> captures = {};
+  bool memo = true;
+};
+
+template <class F>
+void batched_inplace(const char* name, int device, size_t n, F&& element, const Operands& operands) {
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  c10::SmallVector<const c10::Scalar*, 8> scalars;
+  if (operands.scalar != nullptr) scalars.push_back(operands.scalar);
+  for (const c10::Scalar& s : operands.scalars) scalars.push_back(&s);
+  c10::SmallVector<at::Tensor, 8> wrapped;
+  for (const c10::Scalar* s : scalars) wrapped.push_back(at::native::wrapped_scalar_tensor(*s));
+  ProgramBatch batch(name, device, n, scalars, wrapped);
+  bool applied = false;
+  // A dispatch mode (a tracer, FakeTensorMode) sees each element's op: those run.
+  if (operands.memo && op_memo::enabled() && !c10::impl::TorchDispatchModeTLS::any_modes_set()) {
+    c10::SmallVector<const at::Tensor*, 64> tensors;
+    for (TL list : operands.lists)
+      for (const at::Tensor& t : list) tensors.push_back(&t);
+    if (operands.tensor != nullptr) tensors.push_back(operands.tensor);
+    for (const at::Tensor& w : wrapped) tensors.push_back(&w);
+    op_memo::Key key;
+    key.add(static_cast<int64_t>(n));
+    key.add(static_cast<int64_t>(operands.lists.size()));
+    key.add(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));  // integral inputs' float type
+    for (int64_t c : operands.captures) key.add(c);
+    auto record = [&](Program::Recipe& recipe) {
+      ProgramBatch recording(name, device, n, scalars, wrapped);
+      recording.program().record_into(&recipe, tensors);
+      for (size_t i = 0; i < n; ++i) element(i);
+      recording.end();
+      return recording.program().finish_recording();
+    };
+    if (const Program::Recipe* recipe = op_memo::find_or_record(key, name, device, tensors, record))
+      applied = batch.program().apply(*recipe, tensors);
+    // Each element's in-place op would have bumped its tensor's version (autograd's check that a
+    // saved tensor was not changed); the list op's own layer does not.
+    if (applied)
+      for (const at::Tensor& t : *operands.lists.begin()) t.unsafeGetTensorImpl()->bump_version();
+  }
+  if (!applied)
+    for (size_t i = 0; i < n; ++i) element(i);
+  batch.run();
+}
+
 template <class F>
 Tensors batched_map(const char* name, int device, size_t n, F&& element, const c10::Scalar* shared = nullptr) {
   Tensors result;
@@ -117,10 +178,23 @@ Tensors batched_map(const char* name, int device, size_t n, F&& element, const c
 // once instead of once per element (and skips a dispatch per element).
 #define AS_SCALAR(s) (s)
 #define AS_WRAPPED(s) scalar_operand(s)
+// Whether a batch of the op is remembered: an element given a wrapped Scalar
+// reads it as a runtime value; one given the Scalar may build its value in.
+#define MEMO_AS_SCALAR false
+#define MEMO_AS_WRAPPED true
 // The batch's shared Scalar for an ARG: a Scalar passed on to every element (a
 // wrapped number is already one tensor for the list).
 const c10::Scalar* shared_scalar(const c10::Scalar& arg) { return &arg; }
 const c10::Scalar* shared_scalar(const at::Tensor&) { return nullptr; }
+
+// What an element's graph takes from an alpha (add/sub): whether it scales at
+// all (then the alpha is a tensor of the element's own, which the memo refuses) and its type
+// (which the op's checks read).
+int64_t alpha_captures(const c10::Scalar& alpha) {
+  return (alpha.isComplex() || !scalar_is(alpha, 1)) | static_cast<int64_t>(alpha.type()) << 1;
+}
+// lerp's formula is picked by |weight| < 0.5 (lerp_scalar_kernel).
+int64_t lerp_captures(const c10::Scalar& w) { return std::abs(w.toComplexDouble()) < 0.5; }
 
 #define FOREACH_SCALAR(NAME, OP, SLOW, ARG)                                                              \
   Tensors NAME##_scalar(TL self, const c10::Scalar& s) {                                                 \
@@ -135,8 +209,8 @@ const c10::Scalar* shared_scalar(const at::Tensor&) { return nullptr; }
     check_foreach_api_restrictions(self);                                                                \
     int d = common_device({self});                                                                       \
     if (d < 0) return at::native::foreach_tensor_##SLOW##_scalar_kernel_slow_(self, s);                  \
-    const auto arg = ARG(s);                                                                             \
-    batched("_foreach_" #NAME "_.Scalar", d, self.size(), [&](size_t i) { self[i].OP##_(arg); }, shared_scalar(arg)); \
+    batched_inplace("_foreach_" #NAME "_.Scalar", d, self.size(), [&](size_t i) { self[i].OP##_(ARG(s)); }, \
+                    Operands{{self}, &s, {}, nullptr, {}, MEMO_##ARG});                                  \
   }
 
 #define FOREACH_SCALARLIST(NAME, OP, SLOW, ARG)                                                          \
@@ -151,7 +225,8 @@ const c10::Scalar* shared_scalar(const at::Tensor&) { return nullptr; }
     check_foreach_api_restrictions(self, s);                                                             \
     int d = common_device({self});                                                                       \
     if (d < 0) return at::native::foreach_tensor_##SLOW##_scalarlist_kernel_slow_(self, s);              \
-    batched("_foreach_" #NAME "_.ScalarList", d, self.size(), [&](size_t i) { self[i].OP##_(ARG(s[i])); }); \
+    batched_inplace("_foreach_" #NAME "_.ScalarList", d, self.size(), [&](size_t i) { self[i].OP##_(ARG(s[i])); }, \
+                    Operands{{self}, nullptr, s, nullptr, {}, MEMO_##ARG});                              \
   }
 
 #define FOREACH_LIST(NAME, OP, SLOW)                                                                     \
@@ -166,7 +241,8 @@ const c10::Scalar* shared_scalar(const at::Tensor&) { return nullptr; }
     check_foreach_api_restrictions(self, other);                                                         \
     int d = common_device({self, other});                                                                \
     if (d < 0) return at::native::foreach_tensor_##SLOW##_list_kernel_slow_(self, other);                \
-    batched("_foreach_" #NAME "_.List", d, self.size(), [&](size_t i) { self[i].OP##_(other[i]); });     \
+    batched_inplace("_foreach_" #NAME "_.List", d, self.size(), [&](size_t i) { self[i].OP##_(other[i]); }, \
+                    Operands{{self, other}});                                                            \
   }
 
 #define FOREACH_LIST_ALPHA(NAME)                                                                         \
@@ -181,7 +257,9 @@ const c10::Scalar* shared_scalar(const at::Tensor&) { return nullptr; }
     check_foreach_api_restrictions(self, other);                                                         \
     int d = common_device({self, other});                                                                \
     if (d < 0) return at::native::foreach_tensor_##NAME##_list_kernel_slow_(self, other, alpha);         \
-    batched("_foreach_" #NAME "_.List", d, self.size(), [&](size_t i) { self[i].NAME##_(other[i], alpha); }); \
+    const int64_t captures[] = {alpha_captures(alpha)};                                                  \
+    batched_inplace("_foreach_" #NAME "_.List", d, self.size(),                                          \
+                    [&](size_t i) { self[i].NAME##_(other[i], alpha); }, Operands{{self, other}, nullptr, {}, nullptr, captures}); \
   }
 
 // `other` is one 0-dim tensor for the whole list (Adam's step counts, a
@@ -199,7 +277,8 @@ const c10::Scalar* shared_scalar(const at::Tensor&) { return nullptr; }
     int d = common_device({self});                                                                       \
     if (d < 0 || !usable_scalar_tensor(other, d))                                                        \
       return at::native::foreach_tensor_##NAME##_tensor_kernel_slow_(self, other);                       \
-    batched("_foreach_" #NAME "_.Tensor", d, self.size(), [&](size_t i) { self[i].NAME##_(other); });    \
+    batched_inplace("_foreach_" #NAME "_.Tensor", d, self.size(), [&](size_t i) { self[i].NAME##_(other); }, \
+                    Operands{{self}, nullptr, {}, &other});                                                 \
   }
 
 FOREACH_SCALAR(add, add, add, AS_WRAPPED)
@@ -234,6 +313,8 @@ FOREACH_TENSOR(div)
 #undef FOREACH_SCALAR
 #undef AS_SCALAR
 #undef AS_WRAPPED
+#undef MEMO_AS_SCALAR
+#undef MEMO_AS_WRAPPED
 #undef FOREACH_SCALARLIST
 #undef FOREACH_LIST
 #undef FOREACH_LIST_ALPHA
@@ -252,7 +333,9 @@ void add_tensor_(TL self, const at::Tensor& other, const c10::Scalar& alpha) {
   int d = common_device({self});
   if (d < 0 || !usable_scalar_tensor(other, d))
     return at::native::foreach_tensor_add_tensor_kernel_slow_(self, other, alpha);
-  batched("_foreach_add_.Tensor", d, self.size(), [&](size_t i) { self[i].add_(other, alpha); });
+  const int64_t captures[] = {alpha_captures(alpha)};
+  batched_inplace("_foreach_add_.Tensor", d, self.size(), [&](size_t i) { self[i].add_(other, alpha); },
+                  Operands{{self}, nullptr, {}, &other, captures});
 }
 
 // pow(Scalar, Tensor[]).
@@ -278,8 +361,8 @@ Tensors pow_scalar_and_tensor(const c10::Scalar& base, TL exponent) {
     check_foreach_api_restrictions(self, t1, t2);                                                          \
     int d = common_device({self, t1, t2});                                                                 \
     if (d < 0) return at::native::foreach_tensor_##NAME##_scalar_slow_(self, t1, t2, value);               \
-    batched("_foreach_" #NAME "_.Scalar", d, self.size(), [&](size_t i) { self[i].NAME##_(t1[i], t2[i], value); }, \
-            &value);                                                                                       \
+    batched_inplace("_foreach_" #NAME "_.Scalar", d, self.size(),                                          \
+                    [&](size_t i) { self[i].NAME##_(t1[i], t2[i], value); }, Operands{{self, t1, t2}, &value}); \
   }                                                                                                        \
   Tensors NAME##_scalarlist(TL self, TL t1, TL t2, Scalars s) {                                            \
     check_foreach_api_restrictions(self, t1, t2, s);                                                       \
@@ -292,7 +375,8 @@ Tensors pow_scalar_and_tensor(const c10::Scalar& base, TL exponent) {
     check_foreach_api_restrictions(self, t1, t2, s);                                                       \
     int d = common_device({self, t1, t2});                                                                 \
     if (d < 0) return at::native::foreach_tensor_##NAME##_scalarlist_slow_(self, t1, t2, s);               \
-    batched("_foreach_" #NAME "_.ScalarList", d, self.size(), [&](size_t i) { self[i].NAME##_(t1[i], t2[i], s[i]); }); \
+    batched_inplace("_foreach_" #NAME "_.ScalarList", d, self.size(),                                      \
+                    [&](size_t i) { self[i].NAME##_(t1[i], t2[i], s[i]); }, Operands{{self, t1, t2}, nullptr, s}); \
   }                                                                                                        \
   /* The Tensor overload packs one scalar per element in a 1-d CPU tensor. */                              \
   Tensors NAME##_tensor(TL self, TL t1, TL t2, const at::Tensor& scalars) {                                \
@@ -319,7 +403,9 @@ void lerp_scalar_(TL self, TL end, const c10::Scalar& w) {
   check_foreach_api_restrictions(self, end);
   int d = common_device({self, end});
   if (d < 0) return at::native::foreach_tensor_lerp_list_kernel_slow_(self, end, w);
-  batched("_foreach_lerp_.Scalar", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], w); }, &w);
+  const int64_t captures[] = {lerp_captures(w)};
+  batched_inplace("_foreach_lerp_.Scalar", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], w); },
+                  Operands{{self, end}, &w, {}, nullptr, captures});
 }
 Tensors lerp_scalarlist(TL self, TL end, Scalars w) {
   check_foreach_api_restrictions(self, end, w);
@@ -331,7 +417,10 @@ void lerp_scalarlist_(TL self, TL end, Scalars w) {
   check_foreach_api_restrictions(self, end, w);
   int d = common_device({self, end});
   if (d < 0) return at::native::foreach_tensor_lerp_scalarlist_kernel_slow_(self, end, w);
-  batched("_foreach_lerp_.ScalarList", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], w[i]); });
+  std::vector<int64_t> captures;
+  for (const c10::Scalar& s : w) captures.push_back(lerp_captures(s));
+  batched_inplace("_foreach_lerp_.ScalarList", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], w[i]); },
+                  Operands{{self, end}, nullptr, w, nullptr, captures});
 }
 Tensors lerp_list(TL self, TL end, TL w) {
   check_foreach_api_restrictions(self, end, w);
@@ -343,7 +432,8 @@ void lerp_list_(TL self, TL end, TL w) {
   check_foreach_api_restrictions(self, end, w);
   int d = common_device({self, end, w});
   if (d < 0) return at::native::foreach_tensor_ternary_lerp_slow_(self, end, w);
-  batched("_foreach_lerp_.List", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], w[i]); });
+  batched_inplace("_foreach_lerp_.List", d, self.size(), [&](size_t i) { self[i].lerp_(end[i], w[i]); },
+                  Operands{{self, end, w}});
 }
 
 // ------------------------------------------------------------ unary
@@ -359,7 +449,7 @@ void lerp_list_(TL self, TL end, TL w) {
     check_foreach_api_restrictions(self);                                                                \
     int d = common_device({self});                                                                       \
     if (d < 0) return at::native::foreach_tensor_##NAME##_slow_(self);                                   \
-    batched("_foreach_" #NAME "_", d, self.size(), [&](size_t i) { self[i].NAME##_(); });                \
+    batched_inplace("_foreach_" #NAME "_", d, self.size(), [&](size_t i) { self[i].NAME##_(); }, Operands{{self}}); \
   }
 // Every per-tensor op here builds through elementwise() (ProgramBatch's rule).
 #define UNARY_OPS(X)                                                                                     \

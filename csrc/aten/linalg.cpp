@@ -2,6 +2,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/scalar_tensor.h>
@@ -67,21 +68,29 @@ at::Tensor matmul_op(const char* name, const at::Tensor* self, const at::Tensor&
   at::Tensor output = prepare_output(name, out, shape, dtype, m1.device(), inplace);
   if (self == nullptr && (m1.numel() == 0 || m2.numel() == 0)) return output.zero_();  // an empty contraction
   Program p(name, m1.device());
-  ir::Graph& g = p.graph();
   ir::DType compute = lowering::to_ir(dtype);
-  ir::Value a = p.read_logical(m1), b = p.read_logical(m2);
-  ir::Value r = rank == 3 ? lowering::matmul_batched(g, a, b, accumulate_type(dtype))
-                          : lowering::matmul_2d(g, a, b, accumulate_type(dtype));
-  if (self != nullptr) {
-    ir::Shape target = to_shape(shape);
-    if (!scalar_is(alpha, 1)) r = lowering::scale(g, r, p.scalar(alpha, compute));
-    if (!scalar_is(beta, 0)) {  // beta == 0 ignores self entirely (NaNs included), as ATen does
-      ir::Value bias = ir::broadcast_to(g, p.apply_lazy_bits(*self, p.read_as(*self, dtype)), target);
-      if (!scalar_is(beta, 1)) bias = lowering::scale(g, bias, p.scalar(beta, compute));
+  const bool scaled = self != nullptr && !scalar_is(alpha, 1);
+  const bool biased = self != nullptr && !scalar_is(beta, 0);  // beta == 0 ignores self entirely (NaNs included), as ATen does
+  const bool bias_scaled = biased && !scalar_is(beta, 1);
+  at::Tensor alpha_t = scaled ? at::native::wrapped_scalar_tensor(alpha) : at::Tensor();
+  at::Tensor beta_t = bias_scaled ? at::native::wrapped_scalar_tensor(beta) : at::Tensor();
+  auto build = [&](Program& q) {
+    ir::Graph& g = q.graph();
+    ir::Value a = q.read_logical(m1), b = q.read_logical(m2);
+    ir::Value r = rank == 3 ? lowering::matmul_batched(g, a, b, accumulate_type(dtype))
+                            : lowering::matmul_2d(g, a, b, accumulate_type(dtype));
+    if (scaled) r = lowering::scale(g, r, q.scalar_of(alpha_t, compute));
+    if (biased) {
+      ir::Value bias = ir::broadcast_to(g, q.apply_lazy_bits(*self, q.read_as(*self, dtype)), to_shape(shape));
+      if (bias_scaled) bias = lowering::scale(g, bias, q.scalar_of(beta_t, compute));
       r = lowering::binary(g, Binary::Add, bias, r);
     }
-  }
-  p.write(output, p.apply_lazy_bits(output, r));
+    q.write(output, q.apply_lazy_bits(output, r));
+  };
+  const at::Tensor none;
+  const at::Tensor* tensors[] = {&m1, &m2, self != nullptr ? self : &none, &alpha_t, &beta_t, &output};
+  const int64_t captures[] = {scaled | biased << 1 | bias_scaled << 2, static_cast<int64_t>(p.graph().dot_precision())};
+  build_or_apply(p, name, tensors, captures, build);
   p.run();
   return output;
 }

@@ -12,6 +12,7 @@
 #include <c10/util/BFloat16.h>
 #include <torch/library.h>
 
+#include <bit>
 #include <limits>
 
 #include "aten/debug_checks.h"
@@ -53,9 +54,13 @@ at::Tensor softmax_op(Overload o, const at::Tensor& self, int64_t dim, bool half
   c10::DeviceGuard guard(self.device());
   at::Tensor output = output_for(o.name, o.out, self, self.sizes(), result);
   Program p(o.name, self.device());
-  ir::Value x = p.read(self);
-  p.write(output, kLog ? lowering::log_softmax(p.graph(), x, d, ir_of(result))
-                       : lowering::softmax(p.graph(), x, d, ir_of(result)));
+  const at::Tensor* tensors[] = {&self, &output};
+  const int64_t captures[] = {d, kLog};
+  build_or_apply(p, o.name, tensors, captures, [&](Program& q) {
+    ir::Value x = q.read(self);
+    q.write(output, kLog ? lowering::log_softmax(q.graph(), x, d, ir_of(result))
+                         : lowering::softmax(q.graph(), x, d, ir_of(result)));
+  });
   p.run();
   return output;
 }
@@ -72,9 +77,13 @@ at::Tensor softmax_backward_op(Overload o, const at::Tensor& grad, const at::Ten
   c10::DeviceGuard guard(output.device());
   at::Tensor result = output_for(o.name, o.out, output, output.sizes(), input_dtype);
   Program p(o.name, output.device());
-  ir::Value gv = p.read(grad), ov = p.read(output);
-  p.write(result, kLog ? lowering::log_softmax_backward(p.graph(), gv, ov, d, ir_of(input_dtype))
-                       : lowering::softmax_backward(p.graph(), gv, ov, d, ir_of(input_dtype)));
+  const at::Tensor* tensors[] = {&grad, &output, &result};
+  const int64_t captures[] = {d, kLog};
+  build_or_apply(p, o.name, tensors, captures, [&](Program& q) {
+    ir::Value gv = q.read(grad), ov = q.read(output);
+    q.write(result, kLog ? lowering::log_softmax_backward(q.graph(), gv, ov, d, ir_of(input_dtype))
+                         : lowering::softmax_backward(q.graph(), gv, ov, d, ir_of(input_dtype)));
+  });
   p.run();
   return result;
 }
@@ -125,11 +134,17 @@ Tensor3 layer_norm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape
   at::Tensor out = new_tensor(input, input.sizes(), input.scalar_type());
   at::Tensor mean = new_tensor(input, stat_shape, stats), rstd = new_tensor(input, stat_shape, stats);
   Program p("native_layer_norm", input.device());
-  lowering::NormForward f = lowering::layer_norm(p.graph(), p.read(input), axis, read_opt(p, weight),
-                                                 read_opt(p, bias), eps, ir_of(input.scalar_type()));
-  p.write(out, f.out);
-  p.write(mean, f.mean);
-  p.write(rstd, f.invstd);
+  const at::Tensor none;
+  const at::Tensor* tensors[] = {&input, defined(weight) ? &*weight : &none, defined(bias) ? &*bias : &none,
+                                 &out, &mean, &rstd};
+  const int64_t captures[] = {axis, std::bit_cast<int64_t>(eps)};  // eps is a constant of the graph
+  build_or_apply(p, "native_layer_norm", tensors, captures, [&](Program& q) {
+    lowering::NormForward f = lowering::layer_norm(q.graph(), q.read(input), axis, read_opt(q, weight),
+                                                   read_opt(q, bias), eps, ir_of(input.scalar_type()));
+    q.write(out, f.out);
+    q.write(mean, f.mean);
+    q.write(rstd, f.invstd);
+  });
   p.run();
   return {out, mean, rstd};
 }
@@ -155,12 +170,17 @@ Tensor3 layer_norm_backward(const at::Tensor& grad, const at::Tensor& input, c10
   Program p("native_layer_norm_backward", input.device());
   c10::ScalarType param = defined(weight) ? weight->scalar_type() : gb.defined() ? gb.scalar_type()
                                                                                   : input.scalar_type();
-  lowering::NormGrads r = lowering::layer_norm_backward(p.graph(), p.read(grad), p.read(input), axis, p.read(mean),
-                                                        p.read(rstd), read_opt(p, weight), mask,
-                                                        ir_of(input.scalar_type()), ir_of(param));
-  if (gi.defined()) p.write(gi, r.input);
-  if (gw.defined()) p.write(gw, ir::reshape(p.graph(), r.weight, to_shape(gw.sizes())));
-  if (gb.defined()) p.write(gb, ir::reshape(p.graph(), r.bias, to_shape(gb.sizes())));
+  const at::Tensor none;
+  const at::Tensor* tensors[] = {&grad, &input, &mean, &rstd, defined(weight) ? &*weight : &none, &gi, &gw, &gb};
+  const int64_t captures[] = {axis, mask[0] | mask[1] << 1 | mask[2] << 2, static_cast<int64_t>(param)};
+  build_or_apply(p, "native_layer_norm_backward", tensors, captures, [&](Program& q) {
+    lowering::NormGrads r = lowering::layer_norm_backward(q.graph(), q.read(grad), q.read(input), axis, q.read(mean),
+                                                          q.read(rstd), read_opt(q, weight), mask,
+                                                          ir_of(input.scalar_type()), ir_of(param));
+    if (gi.defined()) q.write(gi, r.input);
+    if (gw.defined()) q.write(gw, ir::reshape(q.graph(), r.weight, to_shape(gw.sizes())));
+    if (gb.defined()) q.write(gb, ir::reshape(q.graph(), r.bias, to_shape(gb.sizes())));
+  });
   p.run();
   return {gi, gw, gb};
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "aten/op_memo.h"
 #include "ir/ops.h"
 #include "lowering/reduce.h"
 #include "lowering/types.h"
@@ -75,7 +76,8 @@ at::Tensor new_elementwise_output(const TensorRefs& inputs, c10::IntArrayRef sha
 }  // namespace
 
 at::Tensor elementwise(const char* name, const TensorRefs& inputs, c10::ScalarType compute,
-                       c10::ScalarType result, const Build& build, const at::Tensor* out, bool inplace) {
+                       c10::ScalarType result, const Build& build, const at::Tensor* out, bool inplace,
+                       std::optional<uint64_t> captures) {
   c10::DimVector shape;
   for (const at::Tensor& t : inputs) shape = at::infer_size_dimvector(shape, t.sizes());
   int device = -1;
@@ -90,20 +92,51 @@ at::Tensor elementwise(const char* name, const TensorRefs& inputs, c10::ScalarTy
   std::optional<Program> own;
   if (batch == nullptr) own.emplace(name, device);
   Program& p = batch != nullptr ? batch->program() : *own;
-  ir::Graph& g = p.graph();
-  ir::Shape target = to_shape(shape);
-  for (const at::Tensor& t : inputs) check_complex_support(name, t.scalar_type());
-  check_complex_support(name, compute);
-  check_complex_support(name, result);
-  std::vector<ir::Value> values;
-  values.reserve(inputs.size());
-  for (const at::Tensor& t : inputs) {
-    ir::Value v = read_operand(p, t, compute);
-    values.push_back(ir::broadcast_to(g, v, target));
+  auto build_into = [&](Program& q) {
+    ir::Graph& g = q.graph();
+    ir::Shape target = to_shape(shape);
+    for (const at::Tensor& t : inputs) check_complex_support(name, t.scalar_type());
+    check_complex_support(name, compute);
+    check_complex_support(name, result);
+    std::vector<ir::Value> values;
+    values.reserve(inputs.size());
+    for (const at::Tensor& t : inputs) {
+      ir::Value v = read_operand(q, t, compute);
+      values.push_back(ir::broadcast_to(g, v, target));
+    }
+    q.write(output, build(g, values));
+  };
+  if (captures) {
+    c10::SmallVector<const at::Tensor*, 5> tensors;
+    for (const at::Tensor& t : inputs) tensors.push_back(&t);
+    tensors.push_back(&output);
+    // The build's code (its lambda's type) and what it captured.
+    const int64_t words[] = {reinterpret_cast<intptr_t>(&build.target_type()), static_cast<int64_t>(*captures),
+                             static_cast<int64_t>(compute) | static_cast<int64_t>(result) << 8 |
+                                 static_cast<int64_t>(inplace) << 16};
+    build_or_apply(p, name, tensors, words, build_into);
+  } else {
+    build_into(p);
   }
-  p.write(output, build(g, values));
   if (batch == nullptr) p.run();
   return output;
+}
+
+void build_or_apply(Program& p, const char* name, std::span<const at::Tensor* const> tensors,
+                    std::span<const int64_t> captures, c10::function_ref<void(Program&)> build) {
+  if (op_memo::enabled()) {
+    op_memo::Key key;
+    for (int64_t word : captures) key.add(word);
+    auto record = [&](Program::Recipe& recipe) {
+      Program recording(name, p.device());
+      recording.record_into(&recipe, tensors);
+      build(recording);
+      return recording.finish_recording();
+    };
+    if (const Program::Recipe* recipe = op_memo::find_or_record(key, name, p.device(), tensors, record))
+      if (p.apply(*recipe, tensors)) return;
+  }
+  build(p);
 }
 
 namespace {
@@ -113,7 +146,17 @@ thread_local ProgramBatch* current_batch = nullptr;
 ProgramBatch::ProgramBatch(const char* name, int device, size_t ops, const c10::Scalar* shared)
     : program_(name, device), shared_(shared), previous_(current_batch) {
   program_.reserve(3 * ops);  // most elementwise ops read two or three operands
-  if (shared != nullptr) shared_operand_ = at::native::wrapped_scalar_tensor(*shared);
+  if (shared != nullptr) {
+    shared_operand_ = at::native::wrapped_scalar_tensor(*shared);
+    scalars_ = std::span<const c10::Scalar* const>(&shared_, 1);
+    wrapped_ = std::span<const at::Tensor>(&shared_operand_, 1);
+  }
+  current_batch = this;
+}
+ProgramBatch::ProgramBatch(const char* name, int device, size_t ops, std::span<const c10::Scalar* const> scalars,
+                           std::span<const at::Tensor> wrapped)
+    : program_(name, device), scalars_(scalars), wrapped_(wrapped), previous_(current_batch) {
+  program_.reserve(3 * ops);
   current_batch = this;
 }
 ProgramBatch::~ProgramBatch() { end(); }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/FunctionRef.h>
 #include <torch/library.h>
 #include <c10/util/SmallVector.h>
 
@@ -12,6 +13,7 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -185,22 +187,33 @@ class ProgramBatch {
   // it, so the program reads it as one parameter (by that object's identity,
   // never by value).
   ProgramBatch(const char* name, int device, size_t ops, const c10::Scalar* shared = nullptr);
+  // `scalars`: the list op's Scalar arguments its elements read (by address),
+  // each already wrapped, in `wrapped`, by the caller (which names them to the memo).
+  ProgramBatch(const char* name, int device, size_t ops, std::span<const c10::Scalar* const> scalars,
+               std::span<const at::Tensor> wrapped);
   ~ProgramBatch();
   ProgramBatch(const ProgramBatch&) = delete;
   ProgramBatch& operator=(const ProgramBatch&) = delete;
   Program& program() { return program_; }
+  // Ends the batch (this thread's batch is the enclosing one again).
+  void end();
   // Ends the batch and launches its program.
   void run();
   // The batch of this thread, or nullptr.
   static ProgramBatch* active();
-  // The wrapped tensor of `s` when `s` is the batch's shared Scalar, else nullptr.
-  const at::Tensor* shared_operand(const c10::Scalar& s) const { return &s == shared_ ? &shared_operand_ : nullptr; }
+  // The wrapped tensor of `s` when `s` is one of the batch's Scalars, else nullptr.
+  const at::Tensor* shared_operand(const c10::Scalar& s) const {
+    for (size_t i = 0; i < scalars_.size(); ++i)
+      if (scalars_[i] == &s) return &wrapped_[i];
+    return nullptr;
+  }
 
  private:
-  void end();
   Program program_;
-  const c10::Scalar* shared_;
+  const c10::Scalar* shared_ = nullptr;  // the one-Scalar form's, and its tensor
   at::Tensor shared_operand_;
+  std::span<const c10::Scalar* const> scalars_;
+  std::span<const at::Tensor> wrapped_;
   ProgramBatch* previous_;
   bool ended_ = false;
 };
@@ -208,9 +221,21 @@ class ProgramBatch {
 // Runs an elementwise op: inputs are converted to `compute` and broadcast to
 // one shape, `build` combines them, the result lands in `out` (in-place or
 // out=) or in a new tensor of dtype `result`.
+// `captures`: everything `build` captured, packed in one word (an op
+// enumerator, a flag), when that is all it depends on besides its operands; the
+// op's graph is then remembered and reused for alike operands (aten/op_memo.h).
+// Left out for a build that captures anything else (a constant's value, a shape).
 at::Tensor elementwise(const char* name, const TensorRefs& inputs, c10::ScalarType compute,
                        c10::ScalarType result, const Build& build, const at::Tensor* out = nullptr,
-                       bool inplace = false);
+                       bool inplace = false, std::optional<uint64_t> captures = std::nullopt);
+
+// Builds an op into `p` (a fresh program or a batch's) with `build`, or applies
+// the graph the memo remembers for an alike call (aten/op_memo.h). `tensors`:
+// every tensor `build` reads or writes, outputs included, a Scalar it reads as
+// a wrapped CPU tensor among them (Program::scalar_of); `captures`: everything
+// else its graph depends on (flags, dims, which build it is).
+void build_or_apply(Program& p, const char* name, std::span<const at::Tensor* const> tensors,
+                    std::span<const int64_t> captures, c10::function_ref<void(Program&)> build);
 
 // The tpu device that every tensor of every list is on; -1 when some tensor
 // is undefined, not a tpu tensor, or on another tpu device.

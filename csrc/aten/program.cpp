@@ -290,11 +290,16 @@ void raise_device_error(const std::string& what, const engine::Error& error, int
 }
 
 ir::Value Program::bind(const engine::BufferRef& buffer, const ir::Type& type) {
+  if (recording_ != nullptr) recording_failed_ = true;  // a buffer the recipe would not have
   arguments_.push_back(engine::ProgramArgument{buffer, nullptr, type});
   return graph_.parameter(type);
 }
 
 ir::Value Program::scalar(const c10::Scalar& s, ir::DType dtype) {
+  if (recording_ != nullptr) {  // a value the recipe would not know
+    recording_failed_ = true;
+    return graph_.parameter(ir::Type{dtype, {}});
+  }
   unsigned char bytes[16] = {0};
   scalar_bytes(s, dtype, bytes);
   return bind(scalar_cache().get(device_, dtype, bytes), ir::Type{dtype, {}});
@@ -307,7 +312,9 @@ ir::Value Program::flat_scalar(const c10::Scalar& s, ir::DType dtype, int64_t n)
 ir::Value Program::read_cpu_scalar(const at::Tensor& t, ir::DType dtype) {
   for (const ReadScalar& r : read_scalars_)
     if (r.tensor.get() == t.unsafeGetTensorImpl() && r.dtype == dtype) return r.value;
-  ir::Value v = scalar(cpu_scalar_value(t), dtype);
+  ir::Value v = recording_ != nullptr
+                    ? recorded_parameter(Recipe::CpuScalar, recorded_tensor_of(t), ir::Type{dtype, {}})
+                    : scalar(cpu_scalar_value(t), dtype);
   // Bounded: a list of per-element scalars stays linear.
   constexpr size_t kRemembered = 16;
   if (read_scalars_.size() < kRemembered) read_scalars_.push_back(ReadScalar{t.getIntrusivePtr(), dtype, v});
@@ -410,31 +417,153 @@ Program::StorageState& Program::add_storage(StorageState&& state) {
   return storages_.back();
 }
 
+bool Program::content_type(engine::StorageValue* value, ir::Type* flat, ir::Type* bound) const {
+  if (engine::fused_mode()) {
+    // Fused mode resolves the storage's value (a buffer or a pending node, flat) when appending.
+    ir::DType dtype;
+    if (!engine::has_content(value, &dtype)) return false;
+    *flat = ir::Type{dtype, {static_cast<int64_t>(value->nbytes) / ir::byte_width(dtype)}};
+    *bound = *flat;
+    return true;
+  }
+  // Otherwise the program reads the buffer in its own shape.
+  if (value->buffer == nullptr) return false;
+  *bound = value->buffer_type();
+  *flat = ir::Type{bound->dtype, {ir::numel(bound->shape)}};
+  return true;
+}
+
+Program::StorageState& Program::bind_storage(const at::Tensor& t, engine::StorageValue* value, const ir::Type& flat,
+                                              const ir::Type& bound) {
+  StorageState state{t.storage(), value, {}, false};
+  if (recording_ != nullptr) {
+    state.current = recorded_parameter(Recipe::Storage, recorded_tensor_of_storage(value), flat);
+    return add_storage(std::move(state));
+  }
+  state.parameter = static_cast<int>(arguments_.size());
+  arguments_.push_back(engine::ProgramArgument{engine::fused_mode() ? nullptr : value->buffer, value, bound});
+  state.current = engine::flat_storage_value(graph_, graph_.parameter(bound));
+  return add_storage(std::move(state));
+}
+
 Program::StorageState& Program::state_for(const at::Tensor& t) {
   engine::StorageValue* value = runtime::checked_storage_value(t.storage());
   if (StorageState* known = find_storage(value)) return *known;
   value->check_not_lost();
+  ir::Type flat, bound;
+  if (content_type(value, &flat, &bound)) return bind_storage(t, value, flat, bound);
+  // Never written: any content is valid, zeros are deterministic.
   StorageState state{t.storage(), value, {}, false};
-  ir::DType dtype;
-  if (engine::fused_mode() ? engine::has_content(value, &dtype) : (dtype = value->dtype, value->buffer != nullptr)) {
-    // Fused mode resolves the storage's value (a buffer or a pending node, flat) when
-    // appending; otherwise the program reads the buffer in its own shape.
-    ir::Type type = engine::fused_mode() ? ir::Type{dtype, {static_cast<int64_t>(value->nbytes) / ir::byte_width(dtype)}}
-                                 : value->buffer_type();
-    state.parameter = static_cast<int>(arguments_.size());
-    arguments_.push_back(engine::ProgramArgument{engine::fused_mode() ? nullptr : value->buffer, value, type});
-    state.current = engine::flat_storage_value(graph_, graph_.parameter(type));
-  } else {  // never written: any content is valid, zeros are deterministic
-    ir::DType dtype = lowering::to_ir(t.scalar_type());
-    value->dtype = value->nbytes % ir::byte_width(dtype) == 0 ? dtype : ir::DType::U8;
-    state.current = ir::full(graph_, value->dtype, 0, {value->numel()});
+  ir::DType dtype = lowering::to_ir(t.scalar_type());
+  if (value->nbytes % ir::byte_width(dtype) != 0) dtype = ir::DType::U8;
+  if (recording_ != nullptr) {
+    recording_failed_ = true;  // the zeros' dtype is chosen here, below: not repeatable
+  } else {
+    value->dtype = dtype;
   }
+  state.current = ir::full(graph_, dtype, 0, {static_cast<int64_t>(value->nbytes) / ir::byte_width(dtype)});
   return add_storage(std::move(state));
 }
 
 std::optional<ir::Value> Program::dynamic_offset(const at::Tensor& t) {
   if (t.storage_offset() == 0) return std::nullopt;
+  if (recording_ != nullptr) return recorded_parameter(Recipe::Offset, recorded_tensor_of(t), ir::Type{ir::DType::S64, {}});
   return scalar(c10::Scalar(static_cast<int64_t>(t.storage_offset())), ir::DType::S64);
+}
+
+void Program::record_into(Recipe* recipe, std::span<const at::Tensor* const> tensors) {
+  recording_ = recipe;
+  recorded_tensors_ = tensors;
+  recording_failed_ = false;
+}
+
+ir::Value Program::recorded_parameter(uint8_t source, int tensor, const ir::Type& type) {
+  if (tensor < 0) recording_failed_ = true;
+  ir::Value v = graph_.parameter(type);
+  recording_->parameters.push_back(
+      Recipe::Parameter{static_cast<Recipe::Source>(source), type.dtype, static_cast<uint32_t>(tensor), v.id});
+  return v;
+}
+
+int Program::recorded_tensor_of_storage(engine::StorageValue* value) const {
+  for (size_t i = 0; i < recorded_tensors_.size(); ++i) {
+    const at::Tensor& t = *recorded_tensors_[i];
+    if (t.defined() && t.is_privateuseone() && runtime::storage_value(t.storage()) == value)
+      return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int Program::recorded_tensor_of(const at::Tensor& t) const {
+  for (size_t i = 0; i < recorded_tensors_.size(); ++i)
+    if (recorded_tensors_[i]->unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return static_cast<int>(i);
+  return -1;
+}
+
+bool Program::finish_recording() {
+  Recipe& recipe = *recording_;
+  recording_ = nullptr;
+  if (recording_failed_ || !results_.empty()) return false;
+  for (const StorageState& s : storages_) {
+    if (!s.written) continue;
+    int tensor = recorded_tensor_of_storage(s.value);
+    if (tensor < 0) return false;
+    recipe.writes.push_back(Recipe::Write{static_cast<uint32_t>(tensor), s.current.id});
+  }
+  recipe.operands = operands_;
+  recipe.num_operands = num_operands_;
+  recipe.graph = std::move(graph_);
+  return true;
+}
+
+bool Program::apply(const Recipe& recipe, std::span<const at::Tensor* const> tensors) {
+  // Every storage parameter checked before anything is added.
+  c10::SmallVector<std::pair<ir::Type, ir::Type>, 4> new_storages;  // (flat, bound) of those not read yet
+  for (const Recipe::Parameter& parameter : recipe.parameters) {
+    if (parameter.source != Recipe::Storage) continue;
+    engine::StorageValue* value = runtime::checked_storage_value(tensors[parameter.tensor]->storage());
+    const ir::Type& wanted = recipe.graph.type(ir::Value{parameter.node});
+    if (StorageState* known = find_storage(value)) {
+      if (!(graph_.type(known->current) == wanted)) return false;
+      continue;
+    }
+    value->check_not_lost();
+    ir::Type flat, bound;
+    if (!content_type(value, &flat, &bound) || !(flat == wanted)) return false;
+    new_storages.emplace_back(std::move(flat), std::move(bound));
+  }
+  // Each parameter is bound when the copy reaches it, as the build bound it there: the same graph.
+  size_t next_new = 0;
+  auto argument = [&](size_t k) -> ir::Value {
+    const Recipe::Parameter& parameter = recipe.parameters[k];
+    const at::Tensor& t = *tensors[parameter.tensor];
+    switch (parameter.source) {
+      case Recipe::Storage: {
+        engine::StorageValue* value = runtime::checked_storage_value(t.storage());
+        if (StorageState* known = find_storage(value)) return known->current;
+        const auto& [flat, bound] = new_storages[next_new++];
+        return bind_storage(t, value, flat, bound).current;
+      }
+      case Recipe::CpuScalar:
+        return read_cpu_scalar(t, parameter.dtype);
+      case Recipe::Offset:
+        break;
+    }
+    return dynamic_offset(t).value();  // not 0: the key has the offset
+  };
+  thread_local std::vector<ir::Value> mapped;
+  graph_.append_copy(recipe.graph, argument, mapped);
+  for (const Recipe::Write& write : recipe.writes) {
+    const at::Tensor& t = *tensors[write.tensor];
+    engine::StorageValue* value = runtime::checked_storage_value(t.storage());
+    StorageState* known = find_storage(value);
+    StorageState& state = known != nullptr ? *known : add_storage(StorageState{t.storage(), value, {}, false});
+    state.current = mapped[write.node];
+    state.written = true;
+  }
+  for (const Operand& operand : recipe.operands) note_operand(Operand(operand));
+  num_operands_ += recipe.num_operands - recipe.operands.size();
+  return true;
 }
 
 ir::Value Program::read(const at::Tensor& t) {
@@ -507,6 +636,7 @@ void Program::write(const at::Tensor& dst, ir::Value v) {
 }
 
 std::vector<engine::BufferRef> Program::run() {
+  TORCH_INTERNAL_ASSERT(recording_ == nullptr, op_name_, ": a recording program is not run");
   if (!engine::fused_mode()) return run_now();
   c10::SmallVector<std::pair<engine::StorageValue*, ir::Value>, 4> written;
   for (auto& s : storages_)

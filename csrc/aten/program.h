@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
 
+#include <span>
 #include <vector>
 
 #include "engine/pending_graph.h"
@@ -41,6 +42,9 @@ class Program {
   ir::Value read_logical(const at::Tensor& t) { return apply_lazy_bits(t, read(t)); }
   // A runtime scalar parameter: changing values do not recompile.
   ir::Value scalar(const c10::Scalar& s, ir::DType dtype);
+  // The same for the value of `wrapped`, a 0-dim CPU tensor (a Scalar argument
+  // wrapped by the op), which names it to the memo (aten/op_memo.h).
+  ir::Value scalar_of(const at::Tensor& wrapped, ir::DType dtype) { return read_cpu_scalar(wrapped, dtype); }
   // The same, broadcast to a flat [n].
   ir::Value flat_scalar(const c10::Scalar& s, ir::DType dtype, int64_t n);
   // Writes `v` (shape dst.sizes(), converted to dst's dtype) through dst's view.
@@ -60,6 +64,28 @@ class Program {
   // Room for `operands` tensor and scalar operands without regrowing (a batch
   // of many ops would otherwise reallocate its lists as they grow).
   void reserve(size_t operands);
+
+  // An op's graph as one build made it, kept to be applied to later calls of
+  // the op whose operands are alike (aten/op_memo.h). Its parameters are the
+  // flat values of the storages the op read, the CPU scalars it read and the
+  // storage offsets it took as runtime values, each named by the position of
+  // its tensor in the op's tensor list; `writes` names the node each written
+  // storage's new flat value is.
+  struct Recipe;
+  // Records what this (fresh) program builds into `recipe` instead of binding
+  // anything: `tensors` is the op's tensor list, which every storage and
+  // scalar the build reads must come from.
+  void record_into(Recipe* recipe, std::span<const at::Tensor* const> tensors);
+  // Completes the recording; false when the build did something a recipe
+  // cannot repeat (read a storage that has no value, bound a buffer, asked for
+  // a result, read a tensor from outside the list).
+  bool finish_recording();
+  // Adds the nodes of `recipe` for the op's tensors `tensors` (alike, as the
+  // memo's key vouches, to those it was recorded with), as building them would.
+  // False, with nothing added, when a storage's value here has another type
+  // than the recipe's parameter (e.g. a batch's earlier op rewrote it in
+  // another dtype), or has no value.
+  bool apply(const Recipe& recipe, std::span<const at::Tensor* const> tensors);
 
  private:
   struct StorageState {
@@ -117,6 +143,20 @@ class Program {
   StorageState* find_storage(engine::StorageValue* value);
   StorageState& add_storage(StorageState&& state);
   void index_storage(engine::StorageValue* value, uint32_t position);
+  // The type of the flat value a storage read binds (fused mode: the storage's
+  // content as of the pending graph; else its buffer, flattened); false when it has no value.
+  bool content_type(engine::StorageValue* value, ir::Type* flat, ir::Type* bound) const;
+  StorageState& bind_storage(const at::Tensor& t, engine::StorageValue* value, const ir::Type& flat,
+                             const ir::Type& bound);
+
+  // Recording (record_into): where parameters come from, and whether the build stayed repeatable.
+  Recipe* recording_ = nullptr;
+  std::span<const at::Tensor* const> recorded_tensors_;
+  bool recording_failed_ = false;
+  // A parameter of the recipe; `tensor` < 0 (not from the list) fails the recording.
+  ir::Value recorded_parameter(uint8_t source, int tensor, const ir::Type& type);
+  int recorded_tensor_of_storage(engine::StorageValue* value) const;
+  int recorded_tensor_of(const at::Tensor& t) const;
 
  public:
   ~Program();
@@ -128,6 +168,25 @@ class Program {
     decltype(storages_) storages;
     decltype(storage_index_) storage_index;
   };
+};
+
+struct Program::Recipe {
+  enum Source : uint8_t { Storage, CpuScalar, Offset };
+  struct Parameter {
+    Source source;
+    ir::DType dtype;   // a scalar's
+    uint32_t tensor;   // position in the op's tensor list
+    int node;          // the parameter's node in `graph`
+  };
+  struct Write {
+    uint32_t tensor;
+    int node;
+  };
+  ir::Graph graph;
+  std::vector<Parameter> parameters;  // in the order of the graph's parameters
+  std::vector<Write> writes;
+  c10::SmallVector<Operand, 4> operands;  // what the build noted, for error messages
+  size_t num_operands = 0;
 };
 
 // The value of a 0-dim CPU tensor (a wrapped Python number, mostly): the dtypes

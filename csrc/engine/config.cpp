@@ -25,6 +25,7 @@ constexpr std::array kTable = {
     Entry{Knob::ExplainCompiles, "TORCH_TPU_EXPLAIN_COMPILES"},
     Entry{Knob::ProgramCacheSize, "TORCH_TPU_PROGRAM_CACHE_SIZE"},
     Entry{Knob::DistBlocking, "TORCH_TPU_DIST_BLOCKING"},
+    Entry{Knob::OpMemo, "TORCH_TPU_OP_MEMO"},
 };
 
 constexpr bool in_order() {

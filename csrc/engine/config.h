@@ -21,6 +21,7 @@ enum class Knob : uint8_t {
   ExplainCompiles,     // TORCH_TPU_EXPLAIN_COMPILES: print each compile with its reason
   ProgramCacheSize,    // TORCH_TPU_PROGRAM_CACHE_SIZE: programs kept loaded in memory
   DistBlocking,        // TORCH_TPU_DIST_BLOCKING: tpu_dist collectives complete in their call
+  OpMemo,              // TORCH_TPU_OP_MEMO: "0" builds every op's graph anew (aten/op_memo.h)
 };
 
 // "TORCH_TPU_FALLBACK" for Knob::Fallback.

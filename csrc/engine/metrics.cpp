@@ -4,7 +4,8 @@
 
 namespace tpu::engine {
 namespace {
-constexpr const char* kCounterNames[] = {"cache_hits", "executions", "execute_seconds", "donated_buffers"};
+constexpr const char* kCounterNames[] = {"cache_hits", "executions", "execute_seconds", "donated_buffers",
+                                       "op_memo_hits", "op_memo_recipes"};
 static_assert(std::size(kCounterNames) == static_cast<size_t>(Counter::Count));
 }  // namespace
 

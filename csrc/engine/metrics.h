@@ -12,7 +12,11 @@ namespace tpu::engine {
 
 // The counters every launch bumps, kept as atomics: no lock and no string on
 // the path of each op. They read as the other counters do, by name.
-enum class Counter : uint8_t { CacheHits, Executions, ExecuteSeconds, DonatedBuffers, Count };
+enum class Counter : uint8_t {
+  CacheHits, Executions, ExecuteSeconds, DonatedBuffers,
+  OpMemoHits, OpMemoRecipes,  // ops built from a remembered graph; graphs remembered (aten/op_memo.h)
+  Count
+};
 
 class Metrics {
  public:

@@ -1,0 +1,248 @@
+"""Remembered op graphs (csrc/aten/op_memo.h): an elementwise op whose operands
+are alike to an earlier call's (dtypes, shapes, strides, offsets, aliasing,
+storages' contents) reuses the graph that call built. Each test repeats ops so
+that the later calls run from the memo, and compares every call with CPU."""
+import pytest
+import torch
+import torch_tpu
+from torch.testing import assert_close
+
+from support import make, run_python
+
+MODES = ["strict", "fused", "debug"]
+
+
+def hits():
+    return torch_tpu.metrics().get("op_memo_hits", 0)
+
+
+@pytest.fixture(params=MODES)
+def mode(request):
+    with torch_tpu.eager_mode(request.param):
+        yield request.param
+
+
+def test_repeated_ops_use_the_memo_and_match_cpu(mode):
+    x, y = make((4, 5), seed=1), make((4, 5), seed=2)
+    a, b = x.to("tpu"), y.to("tpu")
+    before = hits()
+    for i in range(4):
+        assert_close(((a * b + i) / (b.abs() + 1) - a.sin()).cpu(), (x * y + i) / (y.abs() + 1) - x.sin())
+        assert_close((a < b).cpu(), x < y)
+        assert_close(torch.lerp(a, b, 0.25 * i).cpu(), torch.lerp(x, y, 0.25 * i))
+        assert_close(torch.addcdiv(a, a, b.abs() + 1, value=i).cpu(), torch.addcdiv(x, x, y.abs() + 1, value=i))
+    assert hits() > before
+
+
+def test_aliased_views_and_offsets(mode):
+    x = make((6, 5), seed=3)
+    a = x.to("tpu")
+    for i in range(3):
+        # the same storage twice, in place
+        a.add_(a)
+        x.add_(x)
+        a.mul_(0.5)
+        x.mul_(0.5)
+        # disjoint views of one storage at several offsets (runtime offsets)
+        for k in range(3):
+            a[k + 2].sub_(a[k])
+            x[k + 2].sub_(x[k])
+        # a transposed view, written in place, and a strided one read
+        a.t().mul_(1.5)
+        x.t().mul_(1.5)
+        assert_close((a[:, ::2] * 2 + a[1:3, 1:4].sum()).cpu(), x[:, ::2] * 2 + x[1:3, 1:4].sum())
+        assert_close(a.cpu(), x)
+
+
+def test_cpu_scalars_are_runtime_values(mode):
+    x = make((3, 3), seed=4)
+    a = x.to("tpu")
+    for value in [1.5, -2.0, 0.25, 7.0]:
+        assert_close((a * value).cpu(), x * value)
+        assert_close((a + torch.tensor(value)).cpu(), x + torch.tensor(value))
+        assert_close(a.add(a, alpha=value).cpu(), x.add(x, alpha=value))
+
+
+def test_storage_rewritten_in_another_dtype(mode):
+    # A storage whose content changes dtype (through a view) between two alike calls.
+    x = torch.arange(8, dtype=torch.float32)
+    a = x.to("tpu")
+    for i in range(3):
+        a.mul_(2)
+        x.mul_(2)
+        a.view(torch.int32).add_(1)
+        x.view(torch.int32).add_(1)
+        assert_close(a.cpu(), x)
+
+
+def test_foreach_lists_with_repeated_tensors(mode):
+    xs = [make((3, 4), seed=s) for s in range(3)]
+    ts = [x.to("tpu") for x in xs]
+    for i in range(3):
+        # the same tensor twice in one list: its second update reads the first's result
+        torch._foreach_mul_([ts[0], ts[1], ts[0]], 1.5)
+        torch._foreach_mul_([xs[0], xs[1], xs[0]], 1.5)
+        torch._foreach_add_(ts, [0.5, -1.0, 2.0])
+        torch._foreach_add_(xs, [0.5, -1.0, 2.0])
+        torch._foreach_addcmul_(ts, ts, ts, value=0.01)
+        torch._foreach_addcmul_(xs, xs, xs, value=0.01)
+        torch._foreach_lerp_(ts, [t.flip(0) for t in ts], 0.3)
+        torch._foreach_lerp_(xs, [x.flip(0) for x in xs], 0.3)
+        for t, x in zip(ts, xs):
+            assert_close(t.cpu(), x)
+
+
+def test_errors_are_raised_on_every_call(mode):
+    a = torch.ones(3, dtype=torch.bool, device="tpu")
+    b = torch.ones(3, device="tpu")
+    for _ in range(3):
+        b.add_(1)  # an alike call that is remembered between the failing ones
+        with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool tensors"):
+            a - a
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            b + torch.ones(3)
+    assert_close(b.cpu(), torch.full((3,), 4.0))
+
+
+def test_memo_off_builds_every_op():
+    code = (
+        "import torch, torch_tpu\n"
+        "a = torch.ones(4, device='tpu')\n"
+        "for i in range(5): a = a * 2 + 1\n"
+        "m = torch_tpu.metrics()\n"
+        "print(m.get('op_memo_hits', 0), m.get('op_memo_recipes', 0), a.cpu().tolist())\n")
+    on = run_python(code)
+    off = run_python(code, TORCH_TPU_OP_MEMO="0")
+    assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
+    on_hits, on_recipes, on_values = on.stdout.split(maxsplit=2)
+    off_hits, off_recipes, off_values = off.stdout.split(maxsplit=2)
+    assert float(on_hits) > 0 and float(on_recipes) > 0
+    assert float(off_hits) == 0 and float(off_recipes) == 0
+    assert on_values == off_values == str([63.0] * 4) + "\n"
+
+
+def test_foreach_batches_are_remembered_whole(mode):
+    # Lists longer than 16 (the memo indexes them), two dtypes, and each family of in-place list op.
+    xs = [make((3, 2 + s % 3), seed=s) for s in range(20)]
+    xs += [make((4,), seed=s).to(torch.bfloat16) for s in range(20, 22)]
+    gs = [make(x.shape, seed=100 + s).to(x.dtype) for s, x in enumerate(xs)]
+    ts, hs = [x.to("tpu") for x in xs], [g.to("tpu") for g in gs]
+    on_tpu = torch.tensor(0.5, device="tpu")
+    for i in range(4):
+        before = hits()
+        torch._foreach_mul_(ts, 0.9)
+        torch._foreach_mul_(xs, 0.9)
+        after = hits()
+        if i >= 2:  # the key's third call on: one hit for the whole list
+            assert after - before == 1
+        weights = [0.1 + 0.05 * k for k in range(len(xs))]  # across lerp's 0.5 switch
+        torch._foreach_lerp_(ts, hs, 0.2 if i % 2 else 0.7)
+        torch._foreach_lerp_(xs, gs, 0.2 if i % 2 else 0.7)
+        torch._foreach_lerp_(ts, hs, weights)
+        torch._foreach_lerp_(xs, gs, weights)
+        torch._foreach_addcdiv_(ts, hs, [h.abs() + 1 for h in hs], [0.01 * (k + i) for k in range(len(xs))])
+        torch._foreach_addcdiv_(xs, gs, [g.abs() + 1 for g in gs], [0.01 * (k + i) for k in range(len(xs))])
+        torch._foreach_add_(ts, hs, alpha=1 if i % 2 else 2)
+        torch._foreach_add_(xs, gs, alpha=1 if i % 2 else 2)
+        torch._foreach_mul_(ts, on_tpu)
+        torch._foreach_mul_(xs, on_tpu.cpu())
+        torch._foreach_mul_(ts, torch.tensor(1.5))
+        torch._foreach_mul_(xs, torch.tensor(1.5))
+        torch._foreach_abs_(ts)
+        torch._foreach_abs_(xs)
+        torch._foreach_sqrt_(ts)
+        torch._foreach_sqrt_(xs)
+        for t, x in zip(ts, xs):
+            assert_close(t.cpu(), x)
+
+
+def test_a_remembered_batch_bumps_versions(mode):
+    ts = [torch.ones(3, device="tpu") for _ in range(4)]
+    for _ in range(4):
+        versions = [t._version for t in ts]
+        torch._foreach_mul_(ts, 2.0)
+        assert all(t._version > v for t, v in zip(ts, versions))
+    assert_close(ts[0].cpu(), torch.full((3,), 16.0))
+
+
+def test_a_failing_batch_fails_every_time(mode):
+    ints = [torch.ones(3, dtype=torch.int64, device="tpu") for _ in range(3)]
+    for _ in range(4):
+        with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+            torch._foreach_mul_(ints, 1.5)
+        torch._foreach_mul_(ints, 2)
+    assert_close(ints[0].cpu(), torch.full((3,), 16, dtype=torch.int64))
+
+
+def test_foreach_over_views_of_one_storage(mode):
+    # Rows of one matrix: one storage, read and written at several runtime offsets by one batch.
+    x = make((5, 4), seed=7)
+    a = x.to("tpu")
+    for i in range(4):
+        torch._foreach_mul_(list(a.unbind(0)), 1.5)
+        torch._foreach_mul_(list(x.unbind(0)), 1.5)
+        torch._foreach_add_(list(a[1:].unbind(0)), list(a[:-1].unbind(0)), alpha=1)
+        torch._foreach_add_(list(x[1:].unbind(0)), list(x[:-1].unbind(0)), alpha=1)
+        assert_close(a.cpu(), x)
+
+
+def test_products_norms_and_softmax_are_remembered(mode):
+    a, b, c = make((4, 3), seed=8), make((3, 5), seed=9), make((4, 5), seed=10)
+    w, bias = make((5,), seed=11), make((5,), seed=12)
+    ta, tb, tc, tw, tbias = (t.to("tpu") for t in (a, b, c, w, bias))
+    before = hits()
+    for i in range(3):
+        for alpha, beta in [(1, 1), (2.5, 1), (1, 0), (0.5, -1.5)]:
+            assert_close(torch.addmm(tc, ta, tb, alpha=alpha, beta=beta).cpu(),
+                         torch.addmm(c, a, b, alpha=alpha, beta=beta))
+        assert_close((ta @ tb).cpu(), a @ b)
+        assert_close((tb.t() @ ta.t()).cpu(), b.t() @ a.t())  # transposed operands: other strides
+        assert_close(torch.bmm(ta.expand(2, 4, 3), tb.expand(2, 3, 5)).cpu(), torch.bmm(a.expand(2, 4, 3), b.expand(2, 3, 5)))
+        for dim in (0, 1):
+            assert_close(torch.softmax(tc, dim).cpu(), torch.softmax(c, dim))
+            assert_close(torch.log_softmax(tc, dim).cpu(), torch.log_softmax(c, dim))
+        for eps in (1e-5, 0.5):
+            assert_close(torch.nn.functional.layer_norm(tc, (5,), tw, tbias, eps).cpu(),
+                         torch.nn.functional.layer_norm(c, (5,), w, bias, eps))
+            assert_close(torch.nn.functional.layer_norm(tc, (4, 5), eps=eps).cpu(),
+                         torch.nn.functional.layer_norm(c, (4, 5), eps=eps))
+    assert hits() > before
+
+
+def test_remembered_backward_of_products_norms_and_softmax(mode):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.LayerNorm(8), torch.nn.Linear(8, 4),
+                                torch.nn.LogSoftmax(-1))
+    on_tpu = torch.nn.Sequential(*[m for m in __import__("copy").deepcopy(model)]).to("tpu")
+    for step in range(3):
+        x = make((5, 6), seed=20 + step)
+        model.zero_grad()
+        on_tpu.zero_grad()
+        model(x).sum().backward()
+        on_tpu(x.to("tpu")).sum().backward()
+        for p, q in zip(model.parameters(), on_tpu.parameters()):
+            assert_close(q.grad.cpu(), p.grad)
+
+
+def test_matmul_precision_is_part_of_the_key():
+    # A remembered product must not keep the precision it was recorded with: each new
+    # precision is a program of its own (a shape no other test uses, so none is cached yet).
+    a, b = make((11, 17), seed=1).to("tpu"), make((17, 19), seed=2).to("tpu")
+
+    def programs():
+        m = torch_tpu.metrics()
+        return m.get("compiles", 0) + m.get("disk_cache_hits", 0)
+
+    previous = torch.get_float32_matmul_precision()
+    try:
+        with torch_tpu.eager_mode("strict"):
+            torch.set_float32_matmul_precision("highest")
+            for _ in range(3):
+                (a @ b).cpu()
+            for precision in ["medium", "high"]:
+                torch.set_float32_matmul_precision(precision)
+                before = programs()
+                (a @ b).cpu()
+                assert programs() == before + 1, precision
+    finally:
+        torch.set_float32_matmul_precision(previous)
