@@ -50,6 +50,22 @@ def test_shape_mismatch_is_a_python_error():
         torch.ones(3, device="tpu").sum(5)
 
 
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_an_output_that_partly_overlaps_an_input_raises_like_cpu(mode):
+    # CPU's TensorIterator refuses an input that is part of the output (not all of it).
+    message = "some elements of the input tensor and the written-to tensor refer to a single memory location"
+    with torch_tpu.eager_mode(mode):
+        for device in ["cpu", "tpu"]:
+            a = torch.arange(6.0, device=device)
+            with pytest.raises(RuntimeError, match=message):
+                a[1:].add_(a[:-1])
+            with pytest.raises(RuntimeError, match=message):
+                torch.mul(a[:-2], 2, out=a[2:])
+            a[3:].add_(a[:3])  # disjoint: allowed
+            a.mul_(a)  # the whole output: allowed
+            assert a.cpu().tolist() == [0.0, 1.0, 4.0, 9.0, 25.0, 49.0]
+
+
 def test_unsupported_dtype_is_clear():
     with pytest.raises(TypeError, match="float8_e4m3fn is not supported on the tpu device"):
         torch.zeros(2, dtype=torch.float8_e4m3fn, device="tpu")

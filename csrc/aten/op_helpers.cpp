@@ -1,6 +1,7 @@
 #include "aten/op_helpers.h"
 
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/native/LinearAlgebraUtils.h>
@@ -88,6 +89,8 @@ at::Tensor elementwise(const char* name, const TensorRefs& inputs, c10::ScalarTy
   c10::DeviceGuard guard(where);
   at::Tensor output = out == nullptr ? new_elementwise_output(inputs, shape, result, where)
                                      : prepare_output(name, out, shape, result, where, inplace);
+  if (out != nullptr)  // as TensorIterator: an input may be the output, not part of it
+    for (const at::Tensor& t : inputs) at::assert_no_partial_overlap(output, t);
   ProgramBatch* batch = ProgramBatch::active();
   std::optional<Program> own;
   if (batch == nullptr) own.emplace(name, device);
@@ -110,11 +113,11 @@ at::Tensor elementwise(const char* name, const TensorRefs& inputs, c10::ScalarTy
     c10::SmallVector<const at::Tensor*, 5> tensors;
     for (const at::Tensor& t : inputs) tensors.push_back(&t);
     tensors.push_back(&output);
-    // The build's code (its lambda's type) and what it captured.
-    const int64_t words[] = {reinterpret_cast<intptr_t>(&build.target_type()), static_cast<int64_t>(*captures),
-                             static_cast<int64_t>(compute) | static_cast<int64_t>(result) << 8 |
-                                 static_cast<int64_t>(inplace) << 16};
-    build_or_apply(p, name, tensors, words, build_into);
+    // The op's build (its lambda's type) and what it captured.
+    const int64_t words[] = {static_cast<int64_t>(*captures), static_cast<int64_t>(compute) |
+                                                                  static_cast<int64_t>(result) << 8 |
+                                                                  static_cast<int64_t>(inplace) << 16};
+    build_or_apply(p, name, tensors, build.target_type(), words, build_into);
   } else {
     build_into(p);
   }
@@ -123,9 +126,11 @@ at::Tensor elementwise(const char* name, const TensorRefs& inputs, c10::ScalarTy
 }
 
 void build_or_apply(Program& p, const char* name, std::span<const at::Tensor* const> tensors,
-                    std::span<const int64_t> captures, c10::function_ref<void(Program&)> build) {
+                    const std::type_info& site, std::span<const int64_t> captures,
+                    c10::function_ref<void(Program&)> build) {
   if (op_memo::enabled()) {
     op_memo::Key key;
+    key.add(reinterpret_cast<intptr_t>(&site));
     for (int64_t word : captures) key.add(word);
     auto record = [&](Program::Recipe& recipe) {
       Program recording(name, p.device());

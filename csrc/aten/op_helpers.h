@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <optional>
 #include <span>
+#include <typeinfo>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -233,9 +234,16 @@ at::Tensor elementwise(const char* name, const TensorRefs& inputs, c10::ScalarTy
 // the graph the memo remembers for an alike call (aten/op_memo.h). `tensors`:
 // every tensor `build` reads or writes, outputs included, a Scalar it reads as
 // a wrapped CPU tensor among them (Program::scalar_of); `captures`: everything
-// else its graph depends on (flags, dims, which build it is).
+// else its graph depends on (flags, dims).
+// Which build it is, the key's first word, is the type of `build` (one per call site).
 void build_or_apply(Program& p, const char* name, std::span<const at::Tensor* const> tensors,
-                    std::span<const int64_t> captures, c10::function_ref<void(Program&)> build);
+                    const std::type_info& site, std::span<const int64_t> captures,
+                    c10::function_ref<void(Program&)> build);
+template <class F>
+void build_or_apply(Program& p, const char* name, std::span<const at::Tensor* const> tensors,
+                    std::span<const int64_t> captures, F&& build) {
+  build_or_apply(p, name, tensors, typeid(F), captures, build);
+}
 
 // The tpu device that every tensor of every list is on; -1 when some tensor
 // is undefined, not a tpu tensor, or on another tpu device.
