@@ -246,3 +246,24 @@ def test_matmul_precision_is_part_of_the_key():
                 assert programs() == before + 1, precision
     finally:
         torch.set_float32_matmul_precision(previous)
+
+
+def test_sums_means_and_products_are_remembered(mode):
+    x = make((3, 4, 5), seed=30)
+    t = x.to("tpu")
+    before = hits()
+    for i in range(3):
+        for dims in [None, (0,), (1, 2), (-1,)]:
+            for keepdim in (False, True):
+                if dims is None:
+                    assert_close(t.sum().cpu(), x.sum())
+                    assert_close(t.mean().cpu(), x.mean())
+                    assert_close(t.prod().cpu(), x.prod())
+                    continue
+                assert_close(t.sum(dims, keepdim=keepdim).cpu(), x.sum(dims, keepdim=keepdim))
+                assert_close(t.mean(dims, keepdim=keepdim).cpu(), x.mean(dims, keepdim=keepdim))
+                assert_close(t.sum(dims, keepdim=keepdim, dtype=torch.float64).cpu(),
+                             x.sum(dims, keepdim=keepdim, dtype=torch.float64))
+        assert_close(t.prod(1, keepdim=True).cpu(), x.prod(1, keepdim=True))
+        assert_close(t.to(torch.int32).sum(0).cpu(), x.to(torch.int32).sum(0))
+    assert hits() > before

@@ -33,16 +33,30 @@ ir::Dims dims_of(const at::Tensor& self, at::OptionalIntArrayRef dim) {
 
 // Runs `build` on self's value; its results (shape: self reduced over `dims`)
 // land in fresh tensors or in the given out= tensors, all in one program.
+// `captures`: what `build` captured besides `dims` and `keepdim`, when that is
+// all its graph depends on: the graph is then remembered (aten/op_memo.h).
 std::vector<at::Tensor> reduce_op(const char* name, const at::Tensor& self, const ir::Dims& dims, bool keepdim,
-                                  const std::vector<Result>& results, const ReduceBuild& build) {
+                                  const std::vector<Result>& results, const ReduceBuild& build,
+                                  std::optional<int64_t> captures = std::nullopt) {
   c10::DeviceGuard guard(self.device());
   ir::Shape shape = lowering::reduced_shape(to_shape(self.sizes()), dims, keepdim);
   std::vector<at::Tensor> outputs;
   for (const Result& r : results)
     outputs.push_back(prepare_output(name, r.out, shape, r.dtype, self.device(), false));
   Program p(name, self.device());
-  Values values = build(p.graph(), p.read(self));
-  for (size_t i = 0; i < outputs.size(); ++i) p.write(outputs[i], values[i]);
+  auto build_into = [&](Program& q) {
+    Values values = build(q.graph(), q.read(self));
+    for (size_t i = 0; i < outputs.size(); ++i) q.write(outputs[i], values[i]);
+  };
+  if (captures) {
+    c10::SmallVector<const at::Tensor*, 4> tensors{&self};
+    for (const at::Tensor& t : outputs) tensors.push_back(&t);
+    c10::SmallVector<int64_t, 8> words{*captures, keepdim};
+    words.append(dims.begin(), dims.end());
+    build_or_apply(p, name, tensors, build.target_type(), words, build_into);
+  } else {
+    build_into(p);
+  }
   p.run();
   return outputs;
 }
@@ -96,7 +110,7 @@ at::Tensor accumulate(Overload o, Accumulate kind, const at::Tensor& self, const
       case Accumulate::Prod: return {lowering::prod(g, x, dims, keepdim, acc, res)};
     }
     return {};
-  })[0];
+  }, static_cast<int64_t>(kind) | static_cast<int64_t>(result) << 8)[0];
 }
 // sum / mean over a dim list (none: all), prod over all dims or one. The result
 // dtype is checked before the dims, as ATen does (mean of bools over a bad dim: the dtype error).
