@@ -169,3 +169,20 @@ def test_keyboard_interrupt_in_a_long_wait_leaves_the_process_usable(mode, steps
     out = run_python(INTERRUPTED_WAIT, mode, str(steps), str(size), TORCH_TPU_CACHE_DIR="off", timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["interrupted", "usable"], out.stderr[-1000:]
+
+
+def test_a_remembered_strict_op_that_fails_names_itself(fail_next_launch):
+    # Repeated, the op is launched from the program the memo kept (no build): its
+    # failure still names the op and its operands, and writes nothing.
+    with torch_tpu.eager_mode("strict"):
+        a = torch.arange(4.0, device="tpu")
+        b = torch.ones(4, device="tpu")
+        for _ in range(3):
+            b.add_(a)
+        expected = torch.ones(4) + 3 * torch.arange(4.0)
+        fail_next_launch()
+        with pytest.raises(RuntimeError, match=r"add_\(\[4\] float32, \[4\] float32\) failed: injected launch failure"):
+            b.add_(a)
+        torch.testing.assert_close(b.cpu(), expected)
+        b.add_(a)
+        torch.testing.assert_close(b.cpu(), expected + torch.arange(4.0))

@@ -267,3 +267,112 @@ def test_sums_means_and_products_are_remembered(mode):
         assert_close(t.prod(1, keepdim=True).cpu(), x.prod(1, keepdim=True))
         assert_close(t.to(torch.int32).sum(0).cpu(), x.to(torch.int32).sum(0))
     assert hits() > before
+
+
+def test_copies_indexing_cat_and_losses_are_remembered(mode):
+    x, y = make((4, 6), seed=40), make((6, 4), seed=41)
+    index = torch.tensor([3, 0, 0, 2])
+    target = torch.tensor([1, 5, 0, 3])
+    weight = make((6,), seed=42).abs() + 0.1
+    tx, ty, tindex, ttarget, tweight = (t.to("tpu") for t in (x, y, index, target, weight))
+    before = hits()
+    for i in range(3):
+        # copy_ into a transposed view and from a conjugated / negated source
+        cx, ct = x.clone(), tx.clone()
+        cx.t().copy_(y * i)
+        ct.t().copy_(ty * i)
+        assert_close(ct.cpu(), cx)
+        assert_close(torch.zeros_like(tx).copy_(tx.neg()).cpu(), torch.zeros_like(x).copy_(x.neg()))
+        mask = x > 0.1 * i
+        assert_close(tx.clone().masked_fill_(mask.to("tpu"), -i).cpu(), x.clone().masked_fill_(mask, -i))
+        for dim in (0, 1):
+            assert_close(tx.index_select(dim, tindex).cpu(), x.index_select(dim, index))
+            assert_close(torch.gather(tx, dim, tindex.view(2, 2)).cpu(), torch.gather(x, dim, index.view(2, 2)))
+            assert_close(torch.cat([tx, tx * i, ty.t()], dim).cpu(), torch.cat([x, x * i, y.t()], dim))
+        for reduction in ("mean", "sum", "none"):
+            for w, tw in ((None, None), (weight, tweight)):
+                for ignore in (-100, 1):
+                    expect = torch.nn.functional.nll_loss(x, target, w, reduction=reduction, ignore_index=ignore)
+                    got = torch.nn.functional.nll_loss(tx, ttarget, tw, reduction=reduction, ignore_index=ignore)
+                    assert_close(got.cpu(), expect)
+    assert hits() > before
+
+
+def test_remembered_embedding_and_loss_backward(mode):
+    torch.manual_seed(1)
+    emb = torch.nn.Embedding(7, 5, padding_idx=2)
+    head = torch.nn.Linear(5, 7)
+    on_tpu = [__import__("copy").deepcopy(m).to("tpu") for m in (emb, head)]
+    for step in range(3):
+        tokens = torch.tensor([[1, 2, 3, 2], [6, 0, 2, 5]]) if step % 2 else torch.tensor([[4, 4, 1, 0], [2, 3, 5, 6]])
+        labels = (tokens + 1) % 7
+        for m in (emb, head, *on_tpu):
+            m.zero_grad()
+        torch.nn.functional.cross_entropy(head(emb(tokens)).flatten(0, 1), labels.flatten()).backward()
+        loss = torch.nn.functional.cross_entropy(on_tpu[1](on_tpu[0](tokens.to("tpu"))).flatten(0, 1),
+                                                 labels.to("tpu").flatten())
+        loss.backward()
+        assert_close(on_tpu[0].weight.grad.cpu(), emb.weight.grad)
+        assert_close(on_tpu[1].weight.grad.cpu(), head.weight.grad)
+
+
+def test_fused_steps_from_the_memo_compile_nothing_new():
+    # In fused mode a remembered op's nodes go straight to the pending graph: the
+    # step's graph must be the one its ops built (same program, no new compile).
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.GELU(), torch.nn.LayerNorm(8), torch.nn.Linear(8, 3))
+    reference = __import__("copy").deepcopy(model)
+    model = model.to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+    x, y = make((5, 6), seed=50), torch.tensor([0, 2, 1, 1, 0])
+    tx, ty = x.to("tpu"), y.to("tpu")
+
+    def compiles():
+        m = torch_tpu.metrics()
+        return m.get("compiles", 0) + m.get("disk_cache_hits", 0)
+
+    with torch_tpu.eager_mode("fused"):
+        for step in range(6):
+            if step == 3:  # the memo has recorded every op by now
+                before, before_hits = compiles(), hits()
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(tx), ty)
+            loss.backward()
+            opt.step()
+            ref_opt.zero_grad()
+            expect = torch.nn.functional.cross_entropy(reference(x), y)
+            expect.backward()
+            ref_opt.step()
+            assert_close(loss.cpu(), expect)
+        assert compiles() == before
+        assert hits() > before_hits
+    for p, q in zip(reference.parameters(), model.parameters()):
+        assert_close(q.cpu(), p)
+
+
+
+def test_strict_ops_from_the_memo_donate_and_compile_nothing_new():
+    # Repeated in strict mode, an op is launched from the program the memo kept:
+    # in-place updates still give their old buffer to the result (no transient
+    # second copy) and nothing is compiled again.
+    x = make((1024,), seed=60)
+    with torch_tpu.eager_mode("strict"):
+        t = x.to("tpu")
+        for _ in range(3):
+            t.mul_(1.01).add_(0.5)
+        m = torch_tpu.metrics()
+        compiles = m.get("compiles", 0) + m.get("disk_cache_hits", 0)
+        before_hits = hits()
+        torch.tpu.synchronize()
+        torch.tpu.reset_peak_memory_stats()
+        for _ in range(5):
+            t.mul_(1.01).add_(0.5)
+        torch.tpu.synchronize()
+        assert torch.tpu.max_memory_allocated() == torch.tpu.memory_allocated()
+        m = torch_tpu.metrics()
+        assert m.get("compiles", 0) + m.get("disk_cache_hits", 0) == compiles
+        assert hits() >= before_hits + 10
+    for _ in range(8):
+        x.mul_(1.01).add_(0.5)
+    assert_close(t.cpu(), x)

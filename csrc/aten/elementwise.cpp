@@ -518,7 +518,7 @@ at::Tensor& masked_fill_op(at::Tensor& self, const at::Tensor& mask, const at::T
               [](ir::Graph& g, const std::vector<ir::Value>& v) {
                 return lowering::where(g, ir::convert(g, v[1], ir::DType::Pred), v[2], v[0]);
               },
-              &self, true);
+              &self, true, 0);
   return self;
 }
 at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {

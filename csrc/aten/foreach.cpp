@@ -147,7 +147,7 @@ void batched_inplace(const char* name, int device, size_t n, F&& element, const 
       return recording.program().finish_recording();
     };
     if (const Program::Recipe* recipe = op_memo::find_or_record(key, name, device, tensors, record))
-      applied = batch.program().apply(*recipe, tensors);
+      applied = batch.program().apply_alone(*recipe, tensors);
     // Each element's in-place op would have bumped its tensor's version (autograd's check that a
     // saved tensor was not changed); the list op's own layer does not.
     if (applied)

@@ -100,7 +100,11 @@ at::Tensor gather_op(const char* name, const at::Tensor& self, int64_t dim, cons
   at::Tensor output = prepare_output(name, out, m.sizes(), m.scalar_type(), self.device(), false);
   if (output.numel() == 0) return output;
   Program p(name, self.device());
-  p.write(output, lowering::gather_dim(p.graph(), p.read(self), d, p.read(index)));
+  const at::Tensor* tensors[] = {&self, &index, &output};
+  const int64_t captures[] = {d};
+  build_or_apply(p, name, tensors, captures, [&](Program& q) {
+    q.write(output, lowering::gather_dim(q.graph(), q.read(self), d, q.read(index)));
+  });
   p.run();
   return output;
 }
@@ -145,7 +149,11 @@ at::Tensor index_select_op(const char* name, const at::Tensor& self, int64_t dim
   at::Tensor output = prepare_output(name, out, sizes, dtype, self.device(), false);
   if (output.numel() == 0) return output;
   Program p(name, self.device());
-  p.write(output, lowering::select_rows(p.graph(), p.read(self), d, p.read(index)));
+  const at::Tensor* tensors[] = {&self, &index, &output};
+  const int64_t captures[] = {d};
+  build_or_apply(p, name, tensors, captures, [&](Program& q) {
+    q.write(output, lowering::select_rows(q.graph(), q.read(self), d, q.read(index)));
+  });
   p.run();
   return output;
 }
@@ -605,13 +613,17 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
   at::Tensor output = at::empty({num_weights, width}, grad.options());
   if (output.numel() == 0) return output;
   Program p("embedding_dense_backward", grad.device());
-  ir::Graph& g = p.graph();
-  if (indices.numel() == 0) {
-    p.write(output, ir::full(g, lowering::to_ir(grad.scalar_type()), 0, {num_weights, width}));
-  } else {
-    p.write(output, lowering::embedding_backward(g, p.read(grad), p.read(indices), num_weights, padding_idx,
-                                                 scale_grad_by_freq));
-  }
+  const at::Tensor* tensors[] = {&grad, &indices, &output};
+  const int64_t captures[] = {num_weights, padding_idx, scale_grad_by_freq};
+  build_or_apply(p, "embedding_dense_backward", tensors, captures, [&](Program& q) {
+    ir::Graph& g = q.graph();
+    if (indices.numel() == 0) {
+      q.write(output, ir::full(g, lowering::to_ir(grad.scalar_type()), 0, {num_weights, width}));
+    } else {
+      q.write(output, lowering::embedding_backward(g, q.read(grad), q.read(indices), num_weights, padding_idx,
+                                                   scale_grad_by_freq));
+    }
+  });
   p.run();
   return output;
 }

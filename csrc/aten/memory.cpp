@@ -23,6 +23,7 @@
 #include <torch/library.h>
 
 #include "aten/assert_async.h"
+#include "aten/op_helpers.h"
 #include "aten/program.h"
 #include "engine/runtime.h"
 #include "ir/ops.h"
@@ -238,12 +239,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   } else if (src_tpu && dst_tpu && self.device() == dst.device()) {
     at::assert_no_partial_overlap(dst, self);  // CPU's TensorIterator check
     Program p("copy_", dst.device());
-    ir::Value v = p.read(self);
-    ir::Graph& g = p.graph();
-    // Raw values in, raw values out: apply the lazy bits that differ.
-    if (self.is_conj() != dst.is_conj()) v = lowering::conj(g, v);
-    if (self.is_neg() != dst.is_neg()) v = ir::unary(g, ir::Op::Negate, v);
-    p.write(dst, ir::broadcast_to(p.graph(), v, ir::Shape(dst.sizes().begin(), dst.sizes().end())));
+    const at::Tensor* tensors[] = {&self, &dst};
+    build_or_apply(p, "copy_", tensors, {}, [&](Program& q) {
+      ir::Value v = q.read(self);
+      ir::Graph& g = q.graph();
+      // Raw values in, raw values out: apply the lazy bits that differ.
+      if (self.is_conj() != dst.is_conj()) v = lowering::conj(g, v);
+      if (self.is_neg() != dst.is_neg()) v = ir::unary(g, ir::Op::Negate, v);
+      q.write(dst, ir::broadcast_to(g, v, ir::Shape(dst.sizes().begin(), dst.sizes().end())));
+    });
     p.run();
   } else if (src_tpu && dst_tpu && !is_chalf(self) && !is_chalf(dst)) {
     copy_between_devices(self, dst);

@@ -402,10 +402,15 @@ std::tuple<at::Tensor, at::Tensor> nll_forward_op(const char* name, bool is_2d, 
   at::Tensor output = output_for(name, out, self, out_shape, self.scalar_type());
   at::Tensor total_weight = output_for(name, total, self, {}, self.scalar_type());
   Program p(name, self.device());
-  lowering::NllForward f = lowering::nll_loss(p.graph(), p.read(self), p.read(target), read_opt(p, weight), red,
-                                              ignore_index, ir_of(self.scalar_type()));
-  p.write(output, f.output);
-  p.write(total_weight, f.total_weight);
+  const at::Tensor none;
+  const at::Tensor* tensors[] = {&self, &target, defined(weight) ? &*weight : &none, &output, &total_weight};
+  const int64_t captures[] = {reduction, ignore_index};
+  build_or_apply(p, name, tensors, captures, [&](Program& q) {
+    lowering::NllForward f = lowering::nll_loss(q.graph(), q.read(self), q.read(target), read_opt(q, weight), red,
+                                                ignore_index, ir_of(self.scalar_type()));
+    q.write(output, f.output);
+    q.write(total_weight, f.total_weight);
+  });
   p.run();
   return {output, total_weight};
 }
@@ -420,9 +425,15 @@ at::Tensor nll_backward_op(const char* name, bool is_2d, const at::Tensor& grad,
   c10::DeviceGuard guard(self.device());
   at::Tensor gi = output_for(name, out, self, self.sizes(), self.scalar_type());
   Program p(name, self.device());
-  ir::Value gv = ir::reshape(p.graph(), p.read(grad), red == Reduction::None ? to_shape(target.sizes()) : ir::Shape{});
-  p.write(gi, lowering::nll_loss_backward(p.graph(), gv, p.read(self), p.read(target), read_opt(p, weight), red,
-                                          ignore_index, p.read(total_weight), ir_of(self.scalar_type())));
+  const at::Tensor none;
+  const at::Tensor* tensors[] = {&grad, &self, &target, defined(weight) ? &*weight : &none, &total_weight, &gi};
+  const int64_t captures[] = {reduction, ignore_index};
+  build_or_apply(p, name, tensors, captures, [&](Program& q) {
+    ir::Value gv =
+        ir::reshape(q.graph(), q.read(grad), red == Reduction::None ? to_shape(target.sizes()) : ir::Shape{});
+    q.write(gi, lowering::nll_loss_backward(q.graph(), gv, q.read(self), q.read(target), read_opt(q, weight), red,
+                                            ignore_index, q.read(total_weight), ir_of(self.scalar_type())));
+  });
   p.run();
   return gi;
 }

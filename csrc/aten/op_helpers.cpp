@@ -138,8 +138,12 @@ void build_or_apply(Program& p, const char* name, std::span<const at::Tensor* co
       build(recording);
       return recording.finish_recording();
     };
-    if (const Program::Recipe* recipe = op_memo::find_or_record(key, name, p.device(), tensors, record))
-      if (p.apply(*recipe, tensors)) return;
+    if (const Program::Recipe* recipe = op_memo::find_or_record(key, name, p.device(), tensors, record)) {
+      // A batch's program holds its other ops too; a program of its own holds just this op.
+      ProgramBatch* batch = ProgramBatch::active();
+      bool alone = batch == nullptr || &batch->program() != &p;
+      if (alone ? p.apply_alone(*recipe, tensors) : p.apply(*recipe, tensors)) return;
+    }
   }
   build(p);
 }

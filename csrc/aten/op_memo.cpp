@@ -87,6 +87,8 @@ class FirstPositions {
 bool Key::add_tensors(std::span<const at::Tensor* const> tensors) {
   const bool fused = engine::fused_mode();
   FirstPositions same_tensor(tensors.size()), same_storage(tensors.size());
+  // Fused mode: each storage's content type, asked for all at once (one lock) after the loop.
+  c10::SmallVector<engine::StorageValue*, 8> contents;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& t = *tensors[i];
     if (!t.defined()) {
@@ -112,14 +114,17 @@ bool Key::add_tensors(std::span<const at::Tensor* const> tensors) {
     add(same_storage.first(value, static_cast<int64_t>(i)));
     add(static_cast<int64_t>(value->nbytes));
     if (fused) {
-      ir::DType dtype;
-      add(engine::has_content(value, &dtype) ? static_cast<int64_t>(dtype) : -1);
+      if (!contents.empty() && value->device != contents[0]->device) return false;  // the op raises its device error
+      contents.push_back(value);
     } else {
       add(value->buffer ? static_cast<int64_t>(value->buffer_dtype) : -1);
       add(static_cast<int64_t>(value->buffer_shape.size()));
       for (int64_t d : value->buffer_shape) add(d);
     }
   }
+  size_t first = words_.size();
+  words_.resize(first + contents.size());
+  engine::content_dtypes(contents, std::span<int64_t>(words_.data() + first, contents.size()));
   return true;
 }
 

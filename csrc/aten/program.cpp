@@ -290,6 +290,7 @@ void raise_device_error(const std::string& what, const engine::Error& error, int
 }
 
 ir::Value Program::bind(const engine::BufferRef& buffer, const ir::Type& type) {
+  alone_ = nullptr;
   if (recording_ != nullptr) recording_failed_ = true;  // a buffer the recipe would not have
   arguments_.push_back(engine::ProgramArgument{buffer, nullptr, type});
   return graph_.parameter(type);
@@ -300,9 +301,13 @@ ir::Value Program::scalar(const c10::Scalar& s, ir::DType dtype) {
     recording_failed_ = true;
     return graph_.parameter(ir::Type{dtype, {}});
   }
+  return bind(scalar_buffer(s, dtype), ir::Type{dtype, {}});
+}
+
+engine::BufferRef Program::scalar_buffer(const c10::Scalar& s, ir::DType dtype) const {
   unsigned char bytes[16] = {0};
   scalar_bytes(s, dtype, bytes);
-  return bind(scalar_cache().get(device_, dtype, bytes), ir::Type{dtype, {}});
+  return scalar_cache().get(device_, dtype, bytes);
 }
 
 ir::Value Program::flat_scalar(const c10::Scalar& s, ir::DType dtype, int64_t n) {
@@ -517,6 +522,7 @@ bool Program::finish_recording() {
 }
 
 bool Program::apply(const Recipe& recipe, std::span<const at::Tensor* const> tensors) {
+  alone_ = nullptr;
   // Every storage parameter checked before anything is added.
   c10::SmallVector<std::pair<ir::Type, ir::Type>, 4> new_storages;  // (flat, bound) of those not read yet
   for (const Recipe::Parameter& parameter : recipe.parameters) {
@@ -566,7 +572,50 @@ bool Program::apply(const Recipe& recipe, std::span<const at::Tensor* const> ten
   return true;
 }
 
+bool Program::apply_alone(const Recipe& recipe, std::span<const at::Tensor* const> tensors) {
+  const bool fresh = graph_.size() == 0 && storages_.empty() && arguments_.empty() && results_.empty() &&
+                     recording_ == nullptr;
+  if (!fresh) return apply(recipe, tensors);
+  if (!engine::fused_mode()) {
+    if (engine::eager_mode() == engine::EagerMode::Strict && !log_ops_enabled() && launch_kept(recipe, tensors))
+      return true;
+    if (!apply(recipe, tensors)) return false;
+    alone_ = &recipe;
+    return true;
+  }
+  // The arguments run() would pass for the graph apply() would build: by parameter, in order.
+  c10::SmallVector<engine::ProgramArgument, 4> arguments;
+  arguments.reserve(recipe.parameters.size());
+  for (const Recipe::Parameter& parameter : recipe.parameters) {
+    const at::Tensor& t = *tensors[parameter.tensor];
+    switch (parameter.source) {
+      case Recipe::Storage:
+        // Its content's type is the parameter's: the memo's key (fused mode: each storage's
+        // content dtype and size, taken just now on this thread) vouches for it.
+        arguments.push_back(engine::ProgramArgument{nullptr, runtime::checked_storage_value(t.storage()),
+                                                    recipe.graph.type(ir::Value{parameter.node})});
+        break;
+      case Recipe::CpuScalar:
+        arguments.push_back(engine::ProgramArgument{scalar_buffer(cpu_scalar_value(t), parameter.dtype), nullptr,
+                                                    {parameter.dtype, {}}});
+        break;
+      case Recipe::Offset:
+        arguments.push_back(engine::ProgramArgument{
+            scalar_buffer(c10::Scalar(static_cast<int64_t>(t.storage_offset())), ir::DType::S64), nullptr,
+            {ir::DType::S64, {}}});
+        break;
+    }
+  }
+  c10::SmallVector<std::pair<engine::StorageValue*, ir::Value>, 4> written;
+  written.reserve(recipe.writes.size());
+  for (const Recipe::Write& write : recipe.writes)
+    written.emplace_back(runtime::checked_storage_value(tensors[write.tensor]->storage()), ir::Value{write.node});
+  engine::defer_copy(device_, op_name_, recipe.graph, arguments, written);
+  return true;
+}
+
 ir::Value Program::read(const at::Tensor& t) {
+  alone_ = nullptr;  // the program holds more than its recipe
   ir::DType dtype = lowering::to_ir(t.scalar_type());
   note_operand(Operand{{t.sizes().begin(), t.sizes().end()}, t.scalar_type(), t.device(), false});
   if (t.device().is_cpu() && t.dim() == 0) return read_cpu_scalar(t, dtype);
@@ -599,6 +648,7 @@ ir::Value Program::apply_lazy_bits(const at::Tensor& t, ir::Value v) {
 }
 
 void Program::write(const at::Tensor& dst, ir::Value v) {
+  alone_ = nullptr;
   check_device(dst);
   ir::DType dtype = lowering::to_ir(dst.scalar_type());
   ir::Shape sizes(dst.sizes().begin(), dst.sizes().end());
@@ -645,8 +695,72 @@ std::vector<engine::BufferRef> Program::run() {
   return engine::defer(device_, op_name_, std::move(graph_), arguments_, written, results_);
 }
 
+bool Program::launch_kept(const Recipe& recipe, std::span<const at::Tensor* const> tensors) {
+  if (recipe.launches.empty() || recipe.donors.size() != recipe.writes.size()) return false;
+  // The arguments apply() would bind, by parameter (the key vouches for their buffers' types).
+  std::vector<engine::BufferRef> args;
+  args.reserve(recipe.parameters.size());
+  for (const Recipe::Parameter& parameter : recipe.parameters) {
+    const at::Tensor& t = *tensors[parameter.tensor];
+    switch (parameter.source) {
+      case Recipe::Storage: {
+        engine::StorageValue* value = runtime::checked_storage_value(t.storage());
+        value->check_not_lost();
+        if (value->buffer == nullptr) return false;
+        args.push_back(value->buffer);
+        break;
+      }
+      case Recipe::CpuScalar:
+        args.push_back(scalar_buffer(cpu_scalar_value(t), parameter.dtype));
+        break;
+      case Recipe::Offset:
+        args.push_back(scalar_buffer(c10::Scalar(static_cast<int64_t>(t.storage_offset())), ir::DType::S64));
+        break;
+    }
+  }
+  // Donations as run_now() decides them: an old buffer only this program and its storage hold.
+  c10::SmallVector<engine::StorageValue*, 4> written;
+  c10::SmallVector<std::pair<int, int>, 4> aliases;
+  for (size_t i = 0; i < recipe.writes.size(); ++i) {
+    engine::StorageValue* value = runtime::checked_storage_value(tensors[recipe.writes[i].tensor]->storage());
+    written.push_back(value);
+    int donor = recipe.donors[i];
+    if (donor >= 0 && args[donor].use_count() == 2 && value->buffer == args[donor])
+      aliases.emplace_back(donor, static_cast<int>(i));
+  }
+  const Recipe::Launch* launch = nullptr;
+  for (const Recipe::Launch& l : recipe.launches)
+    if (l.device == device_ && std::equal(l.aliases.begin(), l.aliases.end(), aliases.begin(), aliases.end()))
+      launch = &l;
+  if (launch == nullptr) return false;
+  std::vector<engine::BufferRef> outputs;
+  engine::trace::ScopedName trace_name(op_name_);
+  try {
+    outputs = engine::Runtime::get().launch(*launch->executable, *launch->graph, args, device_);
+  } catch (const engine::Error& e) {
+    for (const Operand& operand : recipe.operands) note_operand(Operand(operand));
+    raise_device_error("torch_tpu: " + std::string(op_name_) + "(" + operands() + ")", e, device_);
+  }
+  const std::vector<int>& order = launch->graph->outputs();
+  for (size_t i = 0; i < written.size(); ++i)
+    written[i]->hold(std::move(outputs[i]), launch->graph->type(ir::Value{order[i]}));
+  return true;
+}
+
+std::vector<engine::BufferRef> Program::launch_alone(const std::vector<engine::BufferRef>& args) {
+  engine::Runtime& runtime = engine::Runtime::get();
+  engine::ExecutableRef executable = runtime.prepare(graph_, device_);
+  std::vector<engine::BufferRef> outputs = runtime.launch(*executable, graph_, args, device_);
+  constexpr size_t kKept = 4;  // donation patterns: mostly one or two
+  if (alone_->launches.size() < kKept)
+    alone_->launches.push_back({graph_.aliases(), std::make_shared<const ir::Graph>(graph_), executable, device_});
+  return outputs;
+}
+
 std::vector<engine::BufferRef> Program::run_now() {
   c10::SmallVector<StorageState*, 4> written;
+  // A recipe's program notes which buffers its results may take (launch_kept() decides on those).
+  const bool note_donors = alone_ != nullptr && alone_->donors.empty();
   for (auto& s : storages_) {
     if (!s.written) continue;
     int output = static_cast<int>(graph_.num_outputs());
@@ -657,10 +771,11 @@ std::vector<engine::BufferRef> Program::run_now() {
     written.push_back(&s);
     // An in-place update donates the old buffer when only this program and
     // the storage hold it, so updating a tensor does not double its memory.
-    if (s.parameter >= 0) {
+    const bool donor = s.parameter >= 0 && arguments_[s.parameter].type == graph_.type(result);
+    if (note_donors) alone_->donors.push_back(donor ? s.parameter : -1);
+    if (donor) {
       const engine::ProgramArgument& old = arguments_[s.parameter];
-      if (old.buffer.use_count() == 2 && s.value->buffer == old.buffer && old.type == graph_.type(result))
-        graph_.alias_output(s.parameter, output);
+      if (old.buffer.use_count() == 2 && s.value->buffer == old.buffer) graph_.alias_output(s.parameter, output);
     }
   }
   for (ir::Value v : results_) graph_.add_output(v);
@@ -672,7 +787,10 @@ std::vector<engine::BufferRef> Program::run_now() {
   engine::LaunchInfo info;
   engine::trace::ScopedName trace_name(op_name_);
   try {
-    outputs = engine::Runtime::get().execute(graph_, args, device_, &info);
+    if (alone_ != nullptr && engine::eager_mode() == engine::EagerMode::Strict && !log_ops_enabled())
+      outputs = launch_alone(args);
+    else
+      outputs = engine::Runtime::get().execute(graph_, args, device_, &info);
   } catch (const engine::Error& e) {
     raise_device_error("torch_tpu: " + std::string(op_name_) + "(" + operands() + ")", e, device_);
   }

@@ -24,7 +24,10 @@ class Program {
   // device mismatch error, naming both devices, as CUDA's kernels do.
   Program(const char* op_name, c10::Device device);
 
-  ir::Graph& graph() { return graph_; }
+  ir::Graph& graph() {
+    alone_ = nullptr;  // nodes added directly: the program holds more than a recipe
+    return graph_;
+  }
   int device() const { return device_; }
 
   // The value of `t` (its shape and dtype). A 0-dim CPU tensor is accepted as a
@@ -52,7 +55,10 @@ class Program {
   // Binds a device buffer as a program input.
   ir::Value bind(const engine::BufferRef& buffer, const ir::Type& type);
   // Asks for `v` as a fresh buffer from run(), beside the storage writes.
-  void add_result(ir::Value v) { results_.push_back(v); }
+  void add_result(ir::Value v) {
+    alone_ = nullptr;
+    results_.push_back(v);
+  }
   // Compiles/looks up and launches the program (in fused mode: appends it to
   // the pending graph); binds written storages and returns the buffers asked
   // for with add_result() (which, in fused mode, runs the pending graph).
@@ -86,6 +92,12 @@ class Program {
   // than the recipe's parameter (e.g. a batch's earlier op rewrote it in
   // another dtype), or has no value.
   bool apply(const Recipe& recipe, std::span<const at::Tensor* const> tensors);
+  // apply() for a recipe that is all this (fresh) program will hold: in fused
+  // mode its nodes go straight to the pending graph, as run() would have put
+  // them there (one copy of the nodes, not two), and run() has nothing left to do.
+  // Called as soon as the memo found the recipe for `tensors`: its key, just taken
+  // on this thread, vouches for each storage's content type.
+  bool apply_alone(const Recipe& recipe, std::span<const at::Tensor* const> tensors);
 
  private:
   struct StorageState {
@@ -121,6 +133,8 @@ class Program {
   };
   c10::SmallVector<ReadScalar, 2> read_scalars_;
   ir::Value read_cpu_scalar(const at::Tensor& t, ir::DType dtype);
+  // The device buffer (from the scalar cache) that scalar() binds for `s`.
+  engine::BufferRef scalar_buffer(const c10::Scalar& s, ir::DType dtype) const;
   // What each operand read was, for error messages and logs; formatted only
   // when needed (operands() ), since building text per op costs more than the op.
   struct Operand {
@@ -148,6 +162,14 @@ class Program {
   bool content_type(engine::StorageValue* value, ir::Type* flat, ir::Type* bound) const;
   StorageState& bind_storage(const at::Tensor& t, engine::StorageValue* value, const ir::Type& flat,
                              const ir::Type& bound);
+
+  // The recipe this program holds alone in strict mode (apply_alone(), then run() at once).
+  const Recipe* alone_ = nullptr;
+  // Strict mode: launches the program `recipe` made before for these operands'
+  // donations, if kept (Recipe::launches); false, with nothing done, otherwise.
+  bool launch_kept(const Recipe& recipe, std::span<const at::Tensor* const> tensors);
+  // run_now()'s launch of a program holding `alone_`, kept for launch_kept().
+  std::vector<engine::BufferRef> launch_alone(const std::vector<engine::BufferRef>& args);
 
   // Recording (record_into): where parameters come from, and whether the build stayed repeatable.
   Recipe* recording_ = nullptr;
@@ -187,6 +209,20 @@ struct Program::Recipe {
   std::vector<Write> writes;
   c10::SmallVector<Operand, 4> operands;  // what the build noted, for error messages
   size_t num_operands = 0;
+  // Strict mode: the programs the recipe made when applied alone
+  // (Program::apply_alone), one per set of buffers donated (all the rest of a
+  // program follows from the recipe and the key), kept with their executables
+  // so that a later call launches one without building, hashing or looking it up.
+  struct Launch {
+    std::vector<std::pair<int, int>> aliases;  // (parameter, output) donations
+    std::shared_ptr<const ir::Graph> graph;
+    engine::ExecutableRef executable;
+    int device;
+  };
+  mutable c10::SmallVector<Launch, 2> launches;
+  // Per write: the parameter whose buffer its result may take (the storage read
+  // in the same type), or -1; known once a program was made.
+  mutable std::vector<int> donors;
 };
 
 // The value of a 0-dim CPU tensor (a wrapped Python number, mostly): the dtypes

@@ -111,14 +111,20 @@ at::Tensor cat_op(const char* name, const at::ITensorListRef& tensors, int64_t d
   at::Tensor output = prepare_output(name, out, sizes, dtype, device, false);
   if (output.numel() == 0) return output;
   Program p(name, device.index());
-  std::vector<ir::Value> values;
-  int64_t d = 0;
-  for (const at::Tensor& t : inputs) {
-    if (cat_skips(t)) continue;
-    d = c10::maybe_wrap_dim(dim, t.dim());
-    values.push_back(p.read_as(t, dtype));
-  }
-  p.write(output, values.size() == 1 ? values[0] : ir::concatenate(p.graph(), values, d));
+  c10::SmallVector<const at::Tensor*, 8> operands;
+  for (const at::Tensor& t : inputs) operands.push_back(&t);
+  operands.push_back(&output);
+  const int64_t captures[] = {dim};
+  build_or_apply(p, name, operands, captures, [&](Program& q) {
+    std::vector<ir::Value> values;
+    int64_t d = 0;
+    for (const at::Tensor& t : inputs) {
+      if (cat_skips(t)) continue;
+      d = c10::maybe_wrap_dim(dim, t.dim());
+      values.push_back(q.read_as(t, dtype));
+    }
+    q.write(output, values.size() == 1 ? values[0] : ir::concatenate(q.graph(), values, d));
+  });
   p.run();
   return output;
 }

@@ -153,6 +153,55 @@ struct PendingGraph {
     op_ends.clear();
   }
 
+  // Graphs run before, kept to rebuild the next graph in (ir::Graph::restart):
+  // a training step cuts its ops into the same graphs in the same order every
+  // step, so the graph that followed the one just run is likely the next one,
+  // and rebuilding it in place copies, frees and hashes nothing.
+  struct KeptGraph {
+    bool used = false;
+    ir::Fingerprint after;  // the graph run just before it
+    ir::Fingerprint self;   // its own, as it ran
+    ir::Graph graph;
+  };
+  static constexpr size_t kKeptGraphs = 4;
+  std::array<KeptGraph, kKeptGraphs> kept;
+  size_t next_filed = 0;  // the slot a graph is filed in when none is free
+  bool has_last_run = false;
+  ir::Fingerprint last_run;
+  ir::Fingerprint running;  // the fingerprint of the graph execute() runs
+
+  KeptGraph* kept_after(const ir::Fingerprint& f) {
+    for (KeptGraph& k : kept)
+      if (k.used && k.after == f) return &k;
+    return nullptr;
+  }
+
+  // reset() after the graph ran: files it as the graph that follows the one run
+  // before it, and restarts from the graph that followed it last time, if kept.
+  void reset_after_run() {
+    if (has_last_run) {
+      KeptGraph* slot = kept_after(last_run);
+      for (size_t i = 0; slot == nullptr && i < kKeptGraphs; ++i)
+        if (!kept[i].used) slot = &kept[i];
+      if (slot == nullptr) {
+        slot = &kept[next_filed];
+        next_filed = (next_filed + 1) % kKeptGraphs;
+      }
+      slot->used = true;
+      slot->after = last_run;
+      slot->self = running;
+      std::swap(slot->graph, graph);
+    }
+    last_run = running;
+    has_last_run = true;
+    reset();  // empties what `graph` holds now: the slot's old graph, or the graph run
+    if (KeptGraph* next = kept_after(running)) {
+      std::swap(next->graph, graph);
+      next->used = false;
+      graph.restart(next->self);
+    }
+  }
+
   std::string describe() const {
     std::string s = std::to_string(ops.size()) + " ops (";
     size_t first = ops.size() > 8 ? ops.size() - 8 : 0;
@@ -216,13 +265,13 @@ std::vector<BufferRef> PendingGraph::op_by_op(int device) {
 
 std::vector<BufferRef> PendingGraph::execute(int device) {
   Runtime& runtime = Runtime::get();
-  if (!background_compile_enabled()) return runtime.execute(graph, arguments, device);
-  ir::Fingerprint fingerprint = graph.fingerprint();
+  const ir::Fingerprint fingerprint = running = graph.fingerprint();
+  if (!background_compile_enabled()) return runtime.execute(graph, fingerprint, arguments, device);
   if (auto exe = runtime.find(graph, fingerprint, device)) return runtime.launch(*exe, graph, arguments, device);
   // The compiler gets a copy: the ops' launches below overlap the compile.
   ir::Graph copy = graph;
   if (!compile_in_background(std::move(copy), fingerprint, describe(), device))
-    return runtime.execute(graph, arguments, device);
+    return runtime.execute(graph, fingerprint, arguments, device);
   metrics().add("fused_graphs_run_op_by_op");
   return op_by_op(device);
 }
@@ -320,7 +369,7 @@ std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vect
   std::vector<BufferRef> extra(outputs.begin() + slots.size(), outputs.end());
   spare_slots = std::move(slots);
   spare_types = std::move(types);
-  reset();
+  reset_after_run();
   auto& m = metrics();
   m.add("fused_graphs");
   m.add("fused_graph_ops", static_cast<double>(num_ops));
@@ -349,10 +398,13 @@ const char* cut_name(Cut reason) {
 
 bool fused_mode() { return eager_mode() == EagerMode::Fused; }
 
-std::vector<BufferRef> defer(int device, const char* op, ir::Graph&& graph,
-                             std::span<const ProgramArgument> arguments,
-                             std::span<const std::pair<StorageValue*, ir::Value>> written,
-                             std::span<const ir::Value> results) {
+namespace {
+// defer()'s body; `append` adds the op's nodes to the pending graph, given the
+// values of its graph's parameters, and maps each of its nodes to its new value.
+template <class Append>
+std::vector<BufferRef> append_op(int device, const char* op, std::span<const ProgramArgument> arguments,
+                                 std::span<const std::pair<StorageValue*, ir::Value>> written,
+                                 std::span<const ir::Value> results, Append&& append) {
   PendingGraph& p = pending_for(device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
   // Ops from another thread start a new graph. Backward runs on autograd's
@@ -387,7 +439,7 @@ std::vector<BufferRef> defer(int device, const char* op, ir::Graph&& graph,
   }
   thread_local std::vector<ir::Value> mapped;
   p.op_begins.push_back(p.graph.size());
-  p.graph.append(std::move(graph), inputs, mapped);
+  append(p.graph, std::span<const ir::Value>(inputs), mapped);
   p.op_ends.push_back(p.graph.size());
   for (auto [value, v] : written) {
     ir::Value node = mapped[v.id];
@@ -408,6 +460,26 @@ std::vector<BufferRef> defer(int device, const char* op, ir::Graph&& graph,
   }
   if (p.ops.size() >= max_ops()) p.run(device, Cut::SizeLimit, {});
   return {};
+}
+}  // namespace
+
+std::vector<BufferRef> defer(int device, const char* op, ir::Graph&& graph,
+                             std::span<const ProgramArgument> arguments,
+                             std::span<const std::pair<StorageValue*, ir::Value>> written,
+                             std::span<const ir::Value> results) {
+  return append_op(device, op, arguments, written, results,
+                   [&](ir::Graph& pending, std::span<const ir::Value> inputs, std::vector<ir::Value>& mapped) {
+                     pending.append(std::move(graph), inputs, mapped);
+                   });
+}
+
+void defer_copy(int device, const char* op, const ir::Graph& graph, std::span<const ProgramArgument> arguments,
+                std::span<const std::pair<StorageValue*, ir::Value>> written) {
+  if (arguments.size() != graph.num_parameters()) throw std::logic_error("defer_copy: one argument per parameter");
+  append_op(device, op, arguments, written, {},
+            [&](ir::Graph& pending, std::span<const ir::Value> inputs, std::vector<ir::Value>& mapped) {
+              pending.append_copy(graph, [&](size_t k) { return inputs[k]; }, mapped);
+            });
 }
 
 void flush(int device, Cut reason) {
@@ -433,6 +505,18 @@ bool has_content(StorageValue* value, ir::DType* dtype) {
   value->check_not_lost();
   *dtype = value->dtype;
   return value->pending_node >= 0 || value->buffer != nullptr;
+}
+
+void content_dtypes(std::span<StorageValue* const> values, std::span<int64_t> dtypes) {
+  if (values.empty()) return;
+  PendingGraph& p = pending_for(values[0]->device);
+  std::lock_guard<std::recursive_mutex> lock(p.mutex);
+  for (size_t i = 0; i < values.size(); ++i) {
+    StorageValue* value = values[i];
+    if (value->device != values[0]->device) throw std::logic_error("content_dtypes: storages of two devices");
+    value->check_not_lost();
+    dtypes[i] = value->pending_node >= 0 || value->buffer != nullptr ? static_cast<int64_t>(value->dtype) : -1;
+  }
 }
 
 void set_buffer(StorageValue* value, BufferRef buffer, const ir::Type& type) {

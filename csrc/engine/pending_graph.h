@@ -40,6 +40,11 @@ std::vector<BufferRef> defer(int device, const char* op, ir::Graph&& graph,
                              std::span<const std::pair<StorageValue*, ir::Value>> written,
                              std::span<const ir::Value> results);
 
+// defer() for a graph kept to be appended again (an op's remembered graph,
+// aten/op_memo.h): its nodes are copied, `graph` stays as it is.
+void defer_copy(int device, const char* op, const ir::Graph& graph, std::span<const ProgramArgument> arguments,
+                std::span<const std::pair<StorageValue*, ir::Value>> written);
+
 // Runs the pending graph of `device` (or of every device), if any.
 void flush(int device, Cut reason);
 void flush_all(Cut reason);
@@ -47,6 +52,9 @@ void flush_all(Cut reason);
 void materialize(StorageValue* value);
 // Whether `value` has content (a buffer or a pending node); sets *dtype to its element type.
 bool has_content(StorageValue* value, ir::DType* dtype);
+// has_content() of each of `values` (all on one device), under one lock: the
+// element type of its content, or -1 where it has none.
+void content_dtypes(std::span<StorageValue* const> values, std::span<int64_t> dtypes);
 // `value`'s content is replaced by `buffer`, of type `type`, outside any program (an upload).
 void set_buffer(StorageValue* value, BufferRef buffer, const ir::Type& type);
 // Gives `value` (which has a buffer and nothing pending) its content in a buffer of `shape`.

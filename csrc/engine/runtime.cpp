@@ -525,10 +525,10 @@ BufferRef Runtime::track(std::unique_ptr<pjrt::Buffer> buffer, const ir::Type& t
   return BufferRef(buffer.release(), CountedBuffer{device, bytes});
 }
 
-std::vector<BufferRef> Runtime::execute(const ir::Graph& graph, const std::vector<BufferRef>& args,
-                                        int device_index, LaunchInfo* info) {
+std::vector<BufferRef> Runtime::execute(const ir::Graph& graph, const ir::Fingerprint& fingerprint,
+                                        const std::vector<BufferRef>& args, int device_index, LaunchInfo* info) {
   auto start = std::chrono::steady_clock::now();
-  auto exe = executable_for(graph, graph.fingerprint(), device_index, info);
+  auto exe = executable_for(graph, fingerprint, device_index, info);
   auto result = launch(*exe, graph, args, device_index);
   if (info) info->seconds = seconds_since(start);
   return result;

@@ -19,6 +19,7 @@
 namespace tpu::engine {
 
 using BufferRef = std::shared_ptr<pjrt::Buffer>;
+using ExecutableRef = std::shared_ptr<pjrt::Executable>;
 // What the runtime throws when the plugin fails; layers above catch this name.
 using Error = pjrt::Error;
 // Blocks until `buffer`'s value is computed; throws Error if its program failed.
@@ -89,7 +90,12 @@ class Runtime {
   // Compiles (or finds in the cache) and launches `graph` asynchronously.
   // Arguments the graph aliases to outputs are donated: invalid afterwards.
   std::vector<BufferRef> execute(const ir::Graph& graph, const std::vector<BufferRef>& args, int device,
-                                 LaunchInfo* info = nullptr);
+                                 LaunchInfo* info = nullptr) {
+    return execute(graph, graph.fingerprint(), args, device, info);
+  }
+  // The same for a graph whose fingerprint the caller has.
+  std::vector<BufferRef> execute(const ir::Graph& graph, const ir::Fingerprint& fingerprint,
+                                 const std::vector<BufferRef>& args, int device, LaunchInfo* info = nullptr);
   // The two halves of execute(), for programs launched many times (torch.compile):
   // look the executable for `device` up once, then launch it with no per-call key.
   std::shared_ptr<pjrt::Executable> prepare(const ir::Graph& graph, int device) {

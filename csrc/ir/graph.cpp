@@ -141,6 +141,7 @@ class ChunkCache {
 }  // namespace
 
 void NodeStore::push_back(Node&& node) {
+  if (constructed_ > size_) drop_kept();
   size_t k = chunk_of(size_);
   if (k == chunks_.size()) {
     ChunkCache* cache = ChunkCache::of_this_thread();
@@ -150,21 +151,26 @@ void NodeStore::push_back(Node&& node) {
     chunks_.push_back(chunk);
   }
   new (chunks_[k] + (size_ - chunk_start(k))) Node(std::move(node));
-  ++size_;
+  constructed_ = ++size_;
+}
+
+void NodeStore::drop_kept() {
+  for (size_t i = size_; i < constructed_; ++i) slot(i)->~Node();
+  constructed_ = size_;
 }
 
 void NodeStore::clear() {
-  for (size_t i = 0; i < size_; ++i) slot(i)->~Node();
+  for (size_t i = 0; i < constructed_; ++i) slot(i)->~Node();
   ChunkCache* cache = chunks_.empty() ? nullptr : ChunkCache::of_this_thread();
   for (size_t k = 0; k < chunks_.size(); ++k)
     if (cache == nullptr || !cache->keep(k, chunks_[k])) ::operator delete(chunks_[k], std::align_val_t{alignof(Node)});
   chunks_.clear();
-  size_ = 0;
+  size_ = constructed_ = 0;
 }
 
 void NodeStore::clear_keeping_memory() {
-  for (size_t i = 0; i < size_; ++i) slot(i)->~Node();
-  size_ = 0;
+  for (size_t i = 0; i < constructed_; ++i) slot(i)->~Node();
+  size_ = constructed_ = 0;
   // Kept up to chunk 7 (4080 nodes): a graph that once grew huge does not hold its memory.
   constexpr size_t kKeptChunks = 8;
   while (chunks_.size() > kKeptChunks) {
@@ -190,16 +196,73 @@ void Graph::clear() {
   num_parameters_ = 0;
   replicas_.clear();
   options_ = GraphOptions{};
+  kept_.comparing = false;
+  kept_.nodes = 0;
+}
+
+void Graph::restart(const Fingerprint& kept_fingerprint) {
+  kept_.nodes = nodes_.size();
+  kept_.fingerprint = kept_fingerprint;
+  kept_.operand_ids.swap(operand_ids_);
+  kept_.outputs.swap(outputs_);
+  kept_.aliases.swap(aliases_);
+  kept_.replicas.swap(replicas_);
+  kept_.comparing = true;
+  nodes_.keep_for_rebuild();
+  operand_ids_.clear();
+  outputs_.clear();
+  aliases_.clear();
+  replicas_.clear();
+  num_parameters_ = 0;
+  options_ = GraphOptions{};
+}
+
+void Graph::push_node(Node&& node) {
+  if (kept_.comparing && nodes_.next_kept() != nullptr) stop_rebuild();  // a node other than the kept one
+  nodes_.push_back(std::move(node));
+}
+
+void Graph::stop_rebuild() {
+  kept_.comparing = false;
+  nodes_.drop_kept();
+}
+
+template <class Ids>
+bool Graph::reuse_kept(Op op, const Type& type, const Attrs& attrs, Combiner combiner, size_t count, Ids&& ids) {
+  if (!kept_.comparing) return false;
+  const Node* kept = nodes_.next_kept();
+  if (kept == nullptr) return false;  // past the kept graph: nothing left to compare
+  // A node with a region or a callee is never taken: those are set after the node is added.
+  bool same = kept->op == op && kept->num_operands == count && kept->combiner == combiner && !kept->loop &&
+              !kept->callee && kept->type == type && kept->attrs == attrs;
+  // Every earlier node is the kept one, so this one's operand ids start where the kept one's did.
+  const int* kept_ids = kept_.operand_ids.data() + kept->first_operand;
+  for (size_t i = 0; same && i < count; ++i) same = kept_ids[i] == ids(i);
+  if (!same) {
+    stop_rebuild();
+    return false;
+  }
+  for (size_t i = 0; i < count; ++i) operand_ids_.push_back(kept_ids[i]);
+  nodes_.take_kept();
+  return true;
+}
+
+bool Graph::rebuilt_unchanged() const {
+  return kept_.comparing && nodes_.size() == kept_.nodes && outputs_ == kept_.outputs && aliases_ == kept_.aliases &&
+         replicas_ == kept_.replicas;
 }
 
 Value Graph::parameter(Type type) {
-  nodes_.push_back(Node{Op::Parameter, 0, 0, std::move(type), {}, Combiner::None});
+  if (!kept_.comparing || !reuse_kept(Op::Parameter, type, Attrs(), Combiner::None, 0, [](size_t) { return 0; }))
+    push_node(Node{Op::Parameter, 0, 0, std::move(type), {}, Combiner::None});
   ++num_parameters_;
   return Value{static_cast<int>(nodes_.size()) - 1};
 }
 
 Value Graph::add_node(Op op, const Value* operands, size_t count, Type type, Attrs attrs,
                       Combiner combiner) {
+  if (kept_.comparing && reuse_kept(op, type, attrs, combiner, count, [&](size_t i) { return operands[i].id; }))
+    return Value{static_cast<int>(nodes_.size()) - 1};
   Node node{op, static_cast<uint32_t>(operand_ids_.size()), static_cast<uint32_t>(count), std::move(type),
             std::move(attrs), combiner};
   // An op's graph has a handful of nodes: one allocation instead of growing by 1, 2, 4, 8.
@@ -211,14 +274,14 @@ Value Graph::add_node(Op op, const Value* operands, size_t count, Type type, Att
     }
     operand_ids_.push_back(operands[i].id);
   }
-  nodes_.push_back(std::move(node));
+  push_node(std::move(node));
   return Value{static_cast<int>(nodes_.size()) - 1};
 }
 
 void Graph::push_mapped(Node&& n, OperandIds ids, const std::vector<Value>& mapped) {
   n.first_operand = static_cast<uint32_t>(operand_ids_.size());
   for (int o : ids) operand_ids_.push_back(mapped[o].id);
-  nodes_.push_back(std::move(n));
+  push_node(std::move(n));
 }
 
 template <class Source, class Argument>
@@ -227,27 +290,34 @@ void Graph::append_from(Source& other, Argument&& argument, std::vector<Value>& 
   mapped.clear();
   mapped.reserve(other.nodes_.size());
   size_t next_argument = 0;
+  auto take = [](auto& source) -> Node {
+    if constexpr (std::is_const_v<Source>) return source;
+    else return std::move(source);
+  };
   for (auto& source : other.nodes_) {
     if (source.op == Op::Parameter) {
       mapped.push_back(argument(next_argument++));
       continue;
     }
     OperandIds ids = other.operands(source);
-    Node n = [&]() -> Node {
-      if constexpr (std::is_const_v<Source>) return source;
-      else return std::move(source);
-    }();
-    if (n.op == Op::Reshape) {  // of a reshape here (a storage's flat value, mostly): as ir::reshape folds it
+    const bool plain = !source.loop && !source.callee;
+    if (source.op == Op::Reshape) {  // of a reshape here (a storage's flat value, mostly): as ir::reshape folds it
       Value reshaped = reshaped_from(mapped[ids[0]]);
-      if (type(reshaped) == n.type) {
+      if (type(reshaped) == source.type) {
         mapped.push_back(reshaped);
         continue;
       }
-      n.first_operand = static_cast<uint32_t>(operand_ids_.size());
-      operand_ids_.push_back(reshaped.id);
-      nodes_.push_back(std::move(n));
-    } else {
-      push_mapped(std::move(n), ids, mapped);
+      if (!kept_.comparing ||
+          !reuse_kept(source.op, source.type, source.attrs, source.combiner, 1, [&](size_t) { return reshaped.id; })) {
+        Node n = take(source);
+        n.first_operand = static_cast<uint32_t>(operand_ids_.size());
+        operand_ids_.push_back(reshaped.id);
+        push_node(std::move(n));
+      }
+    } else if (!plain || !kept_.comparing ||
+               !reuse_kept(source.op, source.type, source.attrs, source.combiner, ids.size(),
+                           [&](size_t i) { return mapped[ids[i]].id; })) {
+      push_mapped(take(source), ids, mapped);
     }
     mapped.push_back(Value{static_cast<int>(nodes_.size()) - 1});
   }
@@ -377,34 +447,10 @@ class KeyText {
   std::string text_;
 };
 
-// Hashes the same fields into 128 bits, a 64-bit word at a time: two
-// independent multiply-rotate lanes, each finished with murmur3's fmix64. Counts
-// and lengths (not separators) delimit the variable-length parts.
+// A 128-bit hash, a 64-bit word at a time: two independent multiply-rotate
+// lanes, each finished with murmur3's fmix64.
 class KeyHash {
  public:
-  void op(Op op) { mix(static_cast<uint64_t>(op)); }
-  void separator(char) {}
-  void symbol(char c) { mix(static_cast<unsigned char>(c)); }
-  void count(size_t n) { mix(n); }
-  void number(int64_t v) { mix(static_cast<uint64_t>(v)); }
-  void optional_text(const std::string& s, char, char) { bytes(s.data(), s.size()); }
-  void optional_symbol(bool present, char c) { mix(present ? static_cast<unsigned char>(c) : 0u); }
-  void nested(const Graph& g, char, char) {
-    Fingerprint f = g.fingerprint();
-    mix(f.low);
-    mix(f.high);
-  }
-  Fingerprint finish() const { return {fmix(low_ ^ words_), fmix(high_ ^ (words_ * 0x9e3779b97f4a7c15ull))}; }
-
- private:
-  static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-  static uint64_t fmix(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    return k ^ (k >> 33);
-  }
   void mix(uint64_t w) {
     ++words_;
     low_ = rotl(low_ ^ (w * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full;
@@ -422,6 +468,17 @@ class KeyHash {
       std::memcpy(&w, p, n);
       mix(w);
     }
+  }
+  Fingerprint finish() const { return {fmix(low_ ^ words_), fmix(high_ ^ (words_ * 0x9e3779b97f4a7c15ull))}; }
+
+ private:
+  static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+  static uint64_t fmix(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    return k ^ (k >> 33);
   }
   uint64_t low_ = 0x9e3779b97f4a7c15ull, high_ = 0x6a09e667f3bcc909ull, words_ = 0;
 };
@@ -517,9 +574,57 @@ size_t Graph::agreement(const Graph& other) const {
   return ops * (common + 1) + types;  // the same ops first; the same types among those
 }
 
-Fingerprint Graph::fingerprint() const {
+Attrs::Attrs(std::string text) {
+  if (text.empty()) return;
   KeyHash hash;
-  describe(hash);
+  hash.bytes(text.data(), text.size());
+  Fingerprint f = hash.finish();
+  text_ = std::make_shared<const Text>(Text{std::move(text), f.low, f.high});
+}
+
+// Reads what key() spells, packed: a word for each node's fixed-size fields,
+// its operand ids two to a word, a word per dimension, the attributes' hash.
+// The header says how many words follow it, so distinct graphs feed distinct
+// word sequences. Once per launch of every program: kept lean.
+Fingerprint Graph::fingerprint() const { return rebuilt_unchanged() ? kept_.fingerprint : hash_structure(); }
+
+Fingerprint Graph::hash_structure() const {
+  KeyHash hash;
+  constexpr uint64_t kSaturated = 0xffff;
+  for (const Node& n : nodes_) {
+    OperandIds ids = operands(n);
+    uint64_t count = std::min<uint64_t>(ids.size(), kSaturated);
+    uint64_t rank = std::min<uint64_t>(n.type.shape.size(), kSaturated);
+    hash.mix(static_cast<uint64_t>(n.op) | count << 16 | rank << 32 | static_cast<uint64_t>(n.type.dtype) << 48 |
+             static_cast<uint64_t>(n.combiner) << 56 | static_cast<uint64_t>(n.loop != nullptr) << 62 |
+             static_cast<uint64_t>(!n.attrs.empty()) << 63);
+    if (count == kSaturated) hash.mix(ids.size());
+    if (rank == kSaturated) hash.mix(n.type.shape.size());
+    for (size_t i = 0; i < ids.size(); i += 2)
+      hash.mix(static_cast<uint32_t>(ids[i]) |
+               (i + 1 < ids.size() ? static_cast<uint64_t>(static_cast<uint32_t>(ids[i + 1])) << 32 : 0));
+    for (int64_t d : n.type.shape) hash.mix(static_cast<uint64_t>(d));
+    if (!n.attrs.empty()) {
+      hash.mix(n.attrs.hash_low());
+      hash.mix(n.attrs.hash_high());
+    }
+    if (n.loop) {
+      for (const Graph* region : {n.loop->cond.get(), n.loop->body.get()}) {
+        Fingerprint f = region->fingerprint();
+        hash.mix(f.low);
+        hash.mix(f.high);
+      }
+    }
+  }
+  hash.mix(outputs_.size());
+  for (int o : outputs_) hash.mix(static_cast<uint32_t>(o));
+  hash.mix(aliases_.size());
+  for (auto [parameter, output] : aliases_)
+    hash.mix(static_cast<uint32_t>(parameter) | static_cast<uint64_t>(static_cast<uint32_t>(output)) << 32);
+  if (!replicas_.empty()) {
+    hash.mix(replicas_.size());
+    for (int device : replicas_) hash.mix(static_cast<uint32_t>(device));
+  }
   return hash.finish();
 }
 

@@ -91,23 +91,30 @@ struct Callee {
 // A node's rendered attribute entries (without braces), shared by the copies
 // of the node: a graph kept to be appended again (an op's remembered graph)
 // copies its nodes each time, and copying the text cost more than the rest of
-// the node. Immutable; empty holds nothing.
+// the node. Immutable; empty holds nothing. The text's 128-bit hash is taken
+// once, here, so a graph's fingerprint reads two words per node, not the text.
 class Attrs {
  public:
   Attrs() = default;
-  Attrs(std::string text)  // NOLINT: implicit, ops pass their text
-      : text_(text.empty() ? nullptr : std::make_shared<const std::string>(std::move(text))) {}
+  Attrs(std::string text);   // NOLINT: implicit, ops pass their text
   Attrs(const char* text) : Attrs(std::string(text)) {}  // NOLINT
-  const std::string& str() const { return text_ ? *text_ : empty_text(); }
+  const std::string& str() const { return text_ ? text_->text : empty_text(); }
   bool empty() const { return text_ == nullptr; }
   bool operator==(const Attrs& o) const { return text_ == o.text_ || str() == o.str(); }
+  // The text's hash (both words 0 when empty): equal texts, equal hashes.
+  uint64_t hash_low() const { return text_ ? text_->low : 0; }
+  uint64_t hash_high() const { return text_ ? text_->high : 0; }
 
  private:
+  struct Text {
+    std::string text;
+    uint64_t low, high;
+  };
   static const std::string& empty_text() {
     static const std::string empty;
     return empty;
   }
-  std::shared_ptr<const std::string> text_;
+  std::shared_ptr<const Text> text_;
 };
 
 // The k-th result of a multi-result node (a while loop, a call) is a node of its own:
@@ -152,6 +159,15 @@ class NodeStore {
   // as often as the pending graph (every cut) then allocates nothing.
   void clear_keeping_memory();
 
+  // Rebuilding (Graph::restart): the store is emptied but its nodes are kept,
+  // beyond size(), for the new nodes to be compared with. next_kept() is the
+  // kept node at position size() (nullptr past them), take_kept() makes it the
+  // next node as it is; push_back() first drops whatever is still kept.
+  void keep_for_rebuild() { size_ = 0; }
+  const Node* next_kept() const { return size_ < constructed_ ? slot(size_) : nullptr; }
+  void take_kept() { ++size_; }
+  void drop_kept();
+
   template <class Store, class N>
   struct Iterator {
     Store* store;
@@ -179,11 +195,13 @@ class NodeStore {
   void steal(NodeStore& other) {
     chunks_ = std::move(other.chunks_);
     size_ = other.size_;
+    constructed_ = other.constructed_;
     other.chunks_.clear();
-    other.size_ = 0;
+    other.size_ = other.constructed_ = 0;
   }
-  std::vector<Node*> chunks_;  // raw storage; nodes [0, size_) are constructed
-  size_t size_ = 0;
+  std::vector<Node*> chunks_;  // raw storage; nodes [0, constructed_) are constructed
+  size_t size_ = 0;            // the nodes of the graph; those up to constructed_ are kept ones
+  size_t constructed_ = 0;
 };
 
 // The precision XLA is asked for in float32 dots and convolutions
@@ -245,6 +263,14 @@ class Graph {
   const std::vector<int>& replicas() const { return replicas_; }  // empty: not replicated
   // Empties the graph (as Graph() would) but keeps its memory for the next nodes.
   void clear();
+  // Empties the graph, as clear(), but keeps its nodes to rebuild it: while each
+  // node added equals the kept one at its position, that node is taken as it is
+  // (nothing built or freed), and a graph rebuilt equal to the kept one (nodes,
+  // outputs, donations) has `kept_fingerprint`, the kept graph's, as its
+  // fingerprint without hashing it again. The first node that differs drops
+  // what is left of the kept graph. For a graph built the same way again and
+  // again (the pending graph of a training step).
+  void restart(const Fingerprint& kept_fingerprint);
   // Moves every node of `other` (left empty) to the end of this graph; its k-th
   // parameter becomes `arguments[k]` of this graph. `mapped` is replaced by the
   // new value of each node of `other` (by id): a caller appending graph after
@@ -298,6 +324,8 @@ class Graph {
   size_t agreement(const Graph& other) const;
   // The same identity hashed (equal keys => equal fingerprints).
   Fingerprint fingerprint() const;
+  // Whether the graph was rebuilt (restart()) equal to the kept graph.
+  bool rebuilt_unchanged() const;
   // The program as a StableHLO module (MLIR text), entry function @main.
   std::string to_mlir() const;
 
@@ -309,7 +337,16 @@ class Graph {
 
   Value add_node(Op op, const Value* operands, size_t count, Type type, Attrs attrs,
                  Combiner combiner);
-  // Feeds what identifies the graph to `sink`: key() spells it, fingerprint() hashes it.
+  Fingerprint hash_structure() const;
+  // While rebuilding (restart()): whether the node described, with operand ids
+  // `ids(i)` for i < count, is the kept node at this position; it is then taken
+  // as the graph's next node. Otherwise the rebuild stops comparing.
+  template <class Ids>
+  bool reuse_kept(Op op, const Type& type, const Attrs& attrs, Combiner combiner, size_t count, Ids&& ids);
+  void stop_rebuild();
+  // Adds `node` as the graph's next node (its operand ids already added).
+  void push_node(Node&& node);
+  // Feeds what identifies the graph to `sink`, which spells it (key()); fingerprint() reads the same fields.
   template <class Sink>
   void describe(Sink& sink) const;
   // The operand ids of `n`, a node of this graph.
@@ -337,6 +374,35 @@ class Graph {
   size_t num_parameters_ = 0;
   std::vector<int> replicas_;
   GraphOptions options_;
+  // What restart() kept of the last build. A copy of the graph does not rebuild
+  // (it starts with nothing kept); a moved graph takes it along.
+  struct Kept {
+    bool comparing = false;  // every node so far equals the kept one at its position
+    size_t nodes = 0;
+    std::vector<int> operand_ids, outputs, replicas;
+    std::vector<std::pair<int, int>> aliases;
+    Fingerprint fingerprint;
+    Kept() = default;
+    Kept(const Kept&) {}
+    Kept& operator=(const Kept&) {
+      *this = Kept();
+      return *this;
+    }
+    Kept(Kept&& other) noexcept { *this = std::move(other); }
+    Kept& operator=(Kept&& other) noexcept {
+      comparing = other.comparing;
+      nodes = other.nodes;
+      operand_ids = std::move(other.operand_ids);
+      outputs = std::move(other.outputs);
+      replicas = std::move(other.replicas);
+      aliases = std::move(other.aliases);
+      fingerprint = other.fingerprint;
+      other.comparing = false;
+      other.nodes = 0;
+      return *this;
+    }
+  };
+  Kept kept_;
 };
 
 // A piece of Graph::split: `graph`'s k-th parameter is the split graph's

@@ -376,6 +376,19 @@ void ir_fingerprint() {
              attributed("a long attribute text, longer than a word", "b")));
   CHECK(!same(attributed("a long attribute text, longer than a word", "b"),
               attributed("a long attribute text, longer than a wore", "b")));
+  // Operand ids are read two to a word: their order and count still tell graphs apart.
+  auto selected = [](int a, int b, int c) {
+    Graph g;
+    Value v[] = {param(g, DType::Pred, {4}), param(g, DType::F32, {4}), param(g, DType::F32, {4})};
+    g.add_output(g.add(ir::Op::Select, {v[a], v[b], v[c]}, g.type(v[1])));
+    return g;
+  };
+  CHECK(same(selected(0, 1, 2), selected(0, 1, 2)));
+  CHECK(!same(selected(0, 1, 2), selected(0, 2, 1)));
+  CHECK(!same(selected(0, 1, 2), selected(0, 1, 1)));
+  Graph replicated = key_graph(1, DType::F32, false);
+  replicated.set_replicas({0, 1});
+  CHECK(!same(replicated, key_graph(1, DType::F32, false)));
 }
 
 // Node chunks freed on one thread are reused by the next graphs, on that
@@ -589,6 +602,82 @@ void ir_append_copy() {
     CHECK_EQ(mapped.size(), kept.size());
     CHECK_EQ(g.type(mapped[sum.id]), (Type{DType::F32, {2, 3}}));
     CHECK_EQ(kept.key(), kept_key);  // copied, not consumed: the same again next round
+  }
+}
+
+// A restarted graph rebuilt the same way is the graph a fresh build makes, and
+// keeps the last build's fingerprint only where it is equal to it: every kind
+// of difference (a node, an operand, an attribute, a type, the outputs, the
+// donations, more or fewer nodes, a loop) gives the fresh build's fingerprint.
+void ir_restart() {
+  // `variant` picks one difference from the base build (0: none).
+  auto build = [](Graph& g, int variant) {
+    Value x = param(g, DType::F32, {6});
+    Value y = param(g, variant == 1 ? DType::S32 : DType::F32, {6});
+    Value a = g.add(ir::Op::Add, {x, variant == 2 ? x : ir::convert(g, y, DType::F32)}, Type{DType::F32, {6}});
+    Value s = ir::slice(g, a, {variant == 3 ? 2 : 1}, {5});
+    if (variant == 4) s = ir::unary(g, ir::Op::Negate, s);
+    if (variant != 5) g.add_output(s);
+    g.add_output(a);
+    if (variant == 6) g.alias_output(0, 1);
+    if (variant == 7) {
+      auto out = ir::while_loop(
+          g, {ir::constant(g, DType::S32, 0)},
+          [](Graph& r, const std::vector<Value>& c) {
+            return ir::compare(r, c[0], ir::constant(r, DType::S32, 3), ir::Compare::LT);
+          },
+          [](Graph& r, const std::vector<Value>& c) {
+            return std::vector<Value>{r.add(ir::Op::Add, {c[0], ir::constant(r, DType::S32, 1)}, r.type(c[0]))};
+          });
+      g.add_output(out[0]);
+    }
+  };
+  for (int kept_variant : {0, 7}) {
+    Graph g;
+    build(g, kept_variant);
+    for (int variant = 0; variant <= 7; ++variant) {
+      Graph fresh;
+      build(fresh, variant);
+      g.restart(g.fingerprint());
+      build(g, variant);
+      bool equal = fresh.key() == [&] { Graph k; build(k, kept_variant); return k.key(); }();
+      CHECK_EQ(g.key(), fresh.key());
+      CHECK_EQ(g.size(), fresh.size());
+      CHECK_EQ(g.num_parameters(), fresh.num_parameters());
+      CHECK_EQ(g.rebuilt_unchanged(), equal && kept_variant != 7);  // a loop is always built anew
+      CHECK(g.fingerprint() == fresh.fingerprint());
+      CHECK_EQ(g.to_mlir(), fresh.to_mlir());
+      Graph copy = g;  // a copy has the rebuilt graph's nodes only
+      CHECK_EQ(copy.key(), fresh.key());
+      CHECK(!copy.rebuilt_unchanged() || g.size() == 0);
+      // Rebuilt back to the kept variant for the next round.
+      g.restart(g.fingerprint());
+      build(g, kept_variant);
+    }
+    // Stopping early: a prefix of the kept graph, then other nodes.
+    g.restart(g.fingerprint());
+    Value x = param(g, DType::F32, {6});
+    g.add_output(ir::unary(g, ir::Op::Negate, x));
+    Graph fresh;
+    fresh.add_output(ir::unary(fresh, ir::Op::Negate, param(fresh, DType::F32, {6})));
+    CHECK_EQ(g.key(), fresh.key());
+    CHECK(g.fingerprint() == fresh.fingerprint());
+    CHECK(!g.rebuilt_unchanged());
+  }
+  // Appending a kept op graph by copy into a restarted graph.
+  Graph op;
+  Value p0 = param(op, DType::F32, {4});
+  op.add(ir::Op::Multiply, {p0, p0}, Type{DType::F32, {4}});
+  Graph g;
+  std::vector<Value> mapped;
+  for (int round = 0; round < 3; ++round) {
+    if (round > 0) g.restart(g.fingerprint());
+    Value in = param(g, DType::F32, {4});
+    g.append_copy(op, [&](size_t) { return in; }, mapped);
+    g.append_copy(op, [&](size_t) { return mapped[1]; }, mapped);
+    g.add_output(mapped[1]);
+    CHECK_EQ(g.size(), size_t{3});
+    CHECK_EQ(g.rebuilt_unchanged(), round > 0);
   }
 }
 
@@ -1435,6 +1524,7 @@ const Case kCases[] = {
     {"ir_node_store", ir_node_store, false},
     {"ir_append_into_buffer", ir_append_into_buffer, false},
     {"ir_append_copy", ir_append_copy, false},
+    {"ir_restart", ir_restart, false},
     {"ir_call_external", ir_call_external, false},
     {"ir_identity_folds", ir_identity_folds, false},
     {"ir_reshape_folds", ir_reshape_folds, false},
