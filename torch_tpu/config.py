@@ -61,9 +61,10 @@ KNOBS = tuple(Knob(*row) for row in (
     ("TORCH_TPU_DIST_BLOCKING", "0", "c++, once",
      "`1`: each tpu_dist collective completes before its call returns (the host transfer and the copy into the tpu tensors), `async_op=True` included. Default `0`: the call returns once its tensors are staged, and `wait()` waits, as with NCCL."),
     ("TORCH_TPU_OP_MEMO", "1", "c++, once",
-     "`0`: every op builds its graph anew. Default `1`: elementwise ops, matrix products, softmax, layer norm "
-     "and in-place `_foreach_*` lists reuse the graph they built for alike operands (shapes, strides, dtypes, "
-     "storages; per thread) instead of lowering again; `op_memo_hits` in `torch_tpu.metrics()` counts reuses."),
+     "`0`: every op builds its graph anew. Default `1`: common ops (elementwise, matrix products, softmax, "
+     "layer norm, sums, copies, indexing, `cat`, `nll_loss`) and in-place `_foreach_*` lists reuse the graph "
+     "they built for alike operands (shapes, strides, dtypes, storages; per thread) instead of lowering again, "
+     "and in strict mode launch the program it made; `op_memo_hits` in `torch_tpu.metrics()` counts reuses."),
     ("TORCH_TPU_DIST_TRANSPORT", "", "python, at group creation",
      "how `tpu_dist` moves a group's tensors: `host` (staged through host memory over gloo), `device` "
      "(one XLA collective program; raises where the plugin's client does not span the group's processes). "
