@@ -376,3 +376,34 @@ def test_strict_ops_from_the_memo_donate_and_compile_nothing_new():
     for _ in range(8):
         x.mul_(1.01).add_(0.5)
     assert_close(t.cpu(), x)
+
+
+def test_powers_where_and_other_binary_ops_are_remembered(mode):
+    x, y = make((3, 4), seed=70).abs() + 0.5, make((3, 4), seed=71)
+    tx, ty = x.to("tpu"), y.to("tpu")
+    before = hits()
+    for e in [2, 0.5, 3.0, -1]:  # the exponent is a runtime value: one program for all
+        assert_close(tx.pow(e).cpu(), x.pow(e))
+        assert_close(torch.pow(e if e > 0 else 2.0, ty).cpu(), torch.pow(e if e > 0 else 2.0, y))
+        assert_close(torch.remainder(ty * 3, e if e > 0 else 1.5).cpu(), torch.remainder(y * 3, e if e > 0 else 1.5))
+        assert_close(torch.atan2(ty, tx * e).cpu(), torch.atan2(y, x * e))
+        assert_close(torch.maximum(ty, tx - e).cpu(), torch.maximum(y, x - e))
+        assert_close(torch.where(ty > e, tx, ty).cpu(), torch.where(y > e, x, y))
+        w, tw = torch.empty(3, 4), torch.empty(3, 4, device="tpu")
+        torch.where(y > e, x, y * 2, out=w)
+        torch.where(ty > e, tx, ty * 2, out=tw)
+        assert_close(tw.cpu(), w)
+        z, tz = x.clone(), tx.clone()
+        z.pow_(e)
+        tz.pow_(e)
+        assert_close(tz.cpu(), z)
+    assert_close((tx.to(torch.int32) ** 2).cpu(), x.to(torch.int32) ** 2)
+    assert hits() > before
+    # Each of these alone, warmed up above, is remembered.
+    cond = ty > 0
+    for op in [lambda: tx.pow(1.5), lambda: torch.pow(2.0, ty), lambda: torch.where(cond, tx, ty),
+               lambda: torch.remainder(ty, 0.75)]:
+        op()
+        before = hits()
+        op()
+        assert hits() == before + 1

@@ -335,7 +335,7 @@ at::Tensor binary_op(const char* op_name, Binary op, const at::Tensor& self, con
                      {rounding ? rounded_to_common(self, common) : self, rounding ? rounded_to_common(other, common) : other},
                      types.compute, types.result,
                      [op](ir::Graph& g, const std::vector<ir::Value>& v) { return lowering::binary(g, op, v[0], v[1]); },
-                     out, inplace);
+                     out, inplace, static_cast<uint64_t>(op));
 }
 
 template <Binary kOp>
@@ -665,7 +665,8 @@ at::Tensor where_self(const at::Tensor& cond, const at::Tensor& self, const at::
   return elementwise("where", {cond.to(c10::kBool), self, other}, compute, compute,
                      [](ir::Graph& g, const std::vector<ir::Value>& v) {
                        return lowering::where(g, ir::convert(g, v[0], ir::DType::Pred), v[1], v[2]);
-                     });
+                     },
+                     nullptr, false, 0);
 }
 
 at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
@@ -674,7 +675,7 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self, const at::
               [](ir::Graph& g, const std::vector<ir::Value>& v) {
                 return lowering::where(g, ir::convert(g, v[0], ir::DType::Pred), v[1], v[2]);
               },
-              &out, false);
+              &out, false, 0);
   return out;
 }
 
