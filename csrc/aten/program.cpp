@@ -14,6 +14,7 @@
 
 #include "engine/config.h"
 #include "engine/diagnostics.h"
+#include "engine/metrics.h"
 #include "engine/runtime.h"
 #include "engine/trace.h"
 #include "ir/ops.h"
@@ -735,6 +736,7 @@ bool Program::launch_kept(const Recipe& recipe, std::span<const at::Tensor* cons
   if (launch == nullptr) return false;
   std::vector<engine::BufferRef> outputs;
   engine::trace::ScopedName trace_name(op_name_);
+  engine::metrics().add(engine::Counter::CacheHits);  // a program found, here in its recipe
   try {
     outputs = engine::Runtime::get().launch(*launch->executable, *launch->graph, args, device_);
   } catch (const engine::Error& e) {
