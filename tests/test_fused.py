@@ -409,3 +409,34 @@ def test_random_values_reduced_in_the_same_graph_compile(tmp_path):
     lse, mean, std = (float(v) for v in out.stdout.split())
     assert lse < 1e-5 and mean < 1e-5 and abs(std - 1) < 1e-3
 
+
+
+def test_growing_cache_graphs_are_rebuilt_in_kept_graphs(fused):
+    # Decoding with a growing cache cuts another graph at every length, each after the
+    # graph of the length before. From the second pass on, every length's graph is
+    # rebuilt in the one kept from the first pass (nothing built or hashed), with results
+    # as CPU's; 40 lengths are more than a training step's few graphs.
+    torch.manual_seed(3)
+    lengths = 40
+    q, new = torch.randn(1, 8), torch.randn(lengths, 1, 8)
+
+    def attend(device, cache, token):
+        cache = torch.cat([cache, token.to(device)])
+        scores = torch.softmax(q.to(device) @ cache.T / 8 ** 0.5, dim=-1)
+        return cache, scores @ cache
+
+    expected = []
+    cache = torch.zeros(0, 8)
+    for t in range(lengths):
+        cache, out = attend("cpu", cache, new[t])
+        expected.append(out)
+    for rerun in range(3):
+        before = counters()
+        cache = torch.zeros(0, 8, device="tpu")
+        for t in range(lengths):
+            cache, out = attend("tpu", cache, new[t])
+            torch.testing.assert_close(out.cpu(), expected[t])  # the read cuts the graph
+        after = counters()
+        if rerun == 2:
+            assert delta(before, after, "fused_graphs_kept") >= lengths - 1
+            assert delta(before, after, "compiles") == 0

@@ -8,7 +8,8 @@ def metrics():
     execute_seconds, host<->device and device-to-device transfers and bytes, fallbacks (total) and
     fallback_ops (per op), compiled_programs, donated_buffers, fused-mode
     graphs (fused_graphs, fused_graph_ops: ops appended in all, fused_graph_ops_max,
-    fused_cuts: why graphs were cut, per reason), collectives (in all, and per
+    fused_cuts: why graphs were cut, per reason, fused_graphs_kept: graphs rebuilt
+    unchanged in a graph kept from an earlier run, so nothing was built or hashed), collectives (in all, and per
     transport: collectives_host_transport for tpu_dist's host-staged ones,
     collectives_device_transport for those run as XLA programs) and the bytes
     staged through host memory (collective_host_bytes),
@@ -21,6 +22,7 @@ def metrics():
         "host_to_device_transfers": 0, "host_to_device_bytes": 0, "device_to_host_transfers": 0,
         "device_to_host_bytes": 0, "device_to_device_transfers": 0, "device_to_device_bytes": 0, "fallbacks": 0, "disk_cache_hits": 0, "disk_load_seconds": 0.0,
         "donated_buffers": 0, "fused_graphs": 0, "fused_graph_ops": 0, "fused_graph_ops_max": 0,
+        "fused_graphs_kept": 0,
         "collectives": 0, "collectives_host_transport": 0, "collectives_device_transport": 0,
         "collective_host_bytes": 0, "pinned_host_allocations": 0,
     }

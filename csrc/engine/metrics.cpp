@@ -5,7 +5,7 @@
 namespace tpu::engine {
 namespace {
 constexpr const char* kCounterNames[] = {"cache_hits", "executions", "execute_seconds", "donated_buffers",
-                                       "op_memo_hits", "op_memo_recipes"};
+                                       "op_memo_hits", "op_memo_recipes", "fused_graphs_kept"};
 static_assert(std::size(kCounterNames) == static_cast<size_t>(Counter::Count));
 }  // namespace
 

@@ -15,6 +15,7 @@ namespace tpu::engine {
 enum class Counter : uint8_t {
   CacheHits, Executions, ExecuteSeconds, DonatedBuffers,
   OpMemoHits, OpMemoRecipes,  // ops built from a remembered graph; graphs remembered (aten/op_memo.h)
+  FusedGraphsKept,            // pending graphs rebuilt unchanged in a kept graph: nothing built or hashed
   Count
 };
 

@@ -156,14 +156,17 @@ struct PendingGraph {
   // Graphs run before, kept to rebuild the next graph in (ir::Graph::restart):
   // a training step cuts its ops into the same graphs in the same order every
   // step, so the graph that followed the one just run is likely the next one,
-  // and rebuilding it in place copies, frees and hashes nothing.
+  // and rebuilding it in place copies, frees and hashes nothing. Decoding with a
+  // growing cache runs another graph at every length, each after the graph of
+  // the length before: many are kept, within a bound on their nodes.
   struct KeptGraph {
     bool used = false;
     ir::Fingerprint after;  // the graph run just before it
     ir::Fingerprint self;   // its own, as it ran
     ir::Graph graph;
   };
-  static constexpr size_t kKeptGraphs = 4;
+  static constexpr size_t kKeptGraphs = 64;
+  static constexpr size_t kKeptNodes = size_t(1) << 17;  // ~20 MB of nodes at most
   std::array<KeptGraph, kKeptGraphs> kept;
   size_t next_filed = 0;  // the slot a graph is filed in when none is free
   bool has_last_run = false;
@@ -174,6 +177,21 @@ struct PendingGraph {
     for (KeptGraph& k : kept)
       if (k.used && k.after == f) return &k;
     return nullptr;
+  }
+
+  // Drops kept graphs other than `filed`, oldest filing slot first, until the
+  // kept nodes are within kKeptNodes.
+  void bound_kept(const KeptGraph* filed) {
+    size_t nodes = 0;
+    for (const KeptGraph& k : kept)
+      if (k.used) nodes += k.graph.size();
+    for (size_t i = 0; nodes > kKeptNodes && i < kKeptGraphs; ++i) {
+      KeptGraph& k = kept[(next_filed + i) % kKeptGraphs];
+      if (!k.used || &k == filed) continue;
+      nodes -= k.graph.size();
+      k.used = false;
+      k.graph = ir::Graph();
+    }
   }
 
   // reset() after the graph ran: files it as the graph that follows the one run
@@ -191,6 +209,7 @@ struct PendingGraph {
       slot->after = last_run;
       slot->self = running;
       std::swap(slot->graph, graph);
+      bound_kept(slot);
     }
     last_run = running;
     has_last_run = true;
@@ -266,6 +285,7 @@ std::vector<BufferRef> PendingGraph::op_by_op(int device) {
 std::vector<BufferRef> PendingGraph::execute(int device) {
   Runtime& runtime = Runtime::get();
   const ir::Fingerprint fingerprint = running = graph.fingerprint();
+  if (graph.rebuilt_unchanged()) metrics().add(Counter::FusedGraphsKept);
   if (!background_compile_enabled()) return runtime.execute(graph, fingerprint, arguments, device);
   if (auto exe = runtime.find(graph, fingerprint, device)) return runtime.launch(*exe, graph, arguments, device);
   // The compiler gets a copy: the ops' launches below overlap the compile.
