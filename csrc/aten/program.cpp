@@ -305,6 +305,11 @@ ir::Value Program::scalar(const c10::Scalar& s, ir::DType dtype) {
   return bind(scalar_buffer(s, dtype), ir::Type{dtype, {}});
 }
 
+engine::BufferRef Program::value_parameter_buffer(uint8_t source, ir::DType dtype, const at::Tensor& t) const {
+  if (source == Recipe::CpuScalar) return scalar_buffer(cpu_scalar_value(t), dtype);
+  return scalar_buffer(c10::Scalar(static_cast<int64_t>(t.storage_offset())), ir::DType::S64);
+}
+
 engine::BufferRef Program::scalar_buffer(const c10::Scalar& s, ir::DType dtype) const {
   unsigned char bytes[16] = {0};
   scalar_bytes(s, dtype, bytes);
@@ -597,13 +602,9 @@ bool Program::apply_alone(const Recipe& recipe, std::span<const at::Tensor* cons
                                                     recipe.graph.type(ir::Value{parameter.node})});
         break;
       case Recipe::CpuScalar:
-        arguments.push_back(engine::ProgramArgument{scalar_buffer(cpu_scalar_value(t), parameter.dtype), nullptr,
-                                                    {parameter.dtype, {}}});
-        break;
       case Recipe::Offset:
-        arguments.push_back(engine::ProgramArgument{
-            scalar_buffer(c10::Scalar(static_cast<int64_t>(t.storage_offset())), ir::DType::S64), nullptr,
-            {ir::DType::S64, {}}});
+        arguments.push_back(engine::ProgramArgument{value_parameter_buffer(parameter.source, parameter.dtype, t), nullptr,
+                                                    {parameter.dtype, {}}});
         break;
     }
   }
@@ -712,10 +713,8 @@ bool Program::launch_kept(const Recipe& recipe, std::span<const at::Tensor* cons
         break;
       }
       case Recipe::CpuScalar:
-        args.push_back(scalar_buffer(cpu_scalar_value(t), parameter.dtype));
-        break;
       case Recipe::Offset:
-        args.push_back(scalar_buffer(c10::Scalar(static_cast<int64_t>(t.storage_offset())), ir::DType::S64));
+        args.push_back(value_parameter_buffer(parameter.source, parameter.dtype, t));
         break;
     }
   }

@@ -135,6 +135,8 @@ class Program {
   ir::Value read_cpu_scalar(const at::Tensor& t, ir::DType dtype);
   // The device buffer (from the scalar cache) that scalar() binds for `s`.
   engine::BufferRef scalar_buffer(const c10::Scalar& s, ir::DType dtype) const;
+  // The buffer a recipe's CPU-scalar (of `dtype`) or runtime-offset parameter (`source`) is bound to for `t`.
+  engine::BufferRef value_parameter_buffer(uint8_t source, ir::DType dtype, const at::Tensor& t) const;
   // What each operand read was, for error messages and logs; formatted only
   // when needed (operands() ), since building text per op costs more than the op.
   struct Operand {

@@ -171,7 +171,6 @@ struct PendingGraph {
   size_t next_filed = 0;  // the slot a graph is filed in when none is free
   bool has_last_run = false;
   ir::Fingerprint last_run;
-  ir::Fingerprint running;  // the fingerprint of the graph execute() runs
 
   KeptGraph* kept_after(const ir::Fingerprint& f) {
     for (KeptGraph& k : kept)
@@ -194,9 +193,9 @@ struct PendingGraph {
     }
   }
 
-  // reset() after the graph ran: files it as the graph that follows the one run
-  // before it, and restarts from the graph that followed it last time, if kept.
-  void reset_after_run() {
+  // reset() after the graph of fingerprint `ran` ran: files it as the graph that follows
+  // the one run before it, and restarts from the graph that followed it last time, if kept.
+  void reset_after_run(const ir::Fingerprint& ran) {
     if (has_last_run) {
       KeptGraph* slot = kept_after(last_run);
       for (size_t i = 0; slot == nullptr && i < kKeptGraphs; ++i)
@@ -207,14 +206,14 @@ struct PendingGraph {
       }
       slot->used = true;
       slot->after = last_run;
-      slot->self = running;
+      slot->self = ran;
       std::swap(slot->graph, graph);
       bound_kept(slot);
     }
-    last_run = running;
+    last_run = ran;
     has_last_run = true;
     reset();  // empties what `graph` holds now: the slot's old graph, or the graph run
-    if (KeptGraph* next = kept_after(running)) {
+    if (KeptGraph* next = kept_after(ran)) {
       std::swap(next->graph, graph);
       next->used = false;
       graph.restart(next->self);
@@ -242,7 +241,7 @@ struct PendingGraph {
   std::vector<BufferRef> op_by_op(int device);
   // The graph's outputs; queues its compile and runs its ops one by one where
   // its program is not in the cache.
-  std::vector<BufferRef> execute(int device);
+  std::vector<BufferRef> execute(int device, const ir::Fingerprint& fingerprint);
 };
 
 std::vector<BufferRef> PendingGraph::op_by_op(int device) {
@@ -282,10 +281,8 @@ std::vector<BufferRef> PendingGraph::op_by_op(int device) {
   return outputs;
 }
 
-std::vector<BufferRef> PendingGraph::execute(int device) {
+std::vector<BufferRef> PendingGraph::execute(int device, const ir::Fingerprint& fingerprint) {
   Runtime& runtime = Runtime::get();
-  const ir::Fingerprint fingerprint = running = graph.fingerprint();
-  if (graph.rebuilt_unchanged()) metrics().add(Counter::FusedGraphsKept);
   if (!background_compile_enabled()) return runtime.execute(graph, fingerprint, arguments, device);
   if (auto exe = runtime.find(graph, fingerprint, device)) return runtime.launch(*exe, graph, arguments, device);
   // The compiler gets a copy: the ops' launches below overlap the compile.
@@ -367,9 +364,11 @@ std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vect
     return {};
   }
   check_memory(device);
+  const ir::Fingerprint fingerprint = graph.fingerprint();
+  if (graph.rebuilt_unchanged()) metrics().add(Counter::FusedGraphsKept);
   std::vector<BufferRef> outputs;
   try {
-    outputs = execute(device);
+    outputs = execute(device, fingerprint);
   } catch (const pjrt::Error& e) {
     auto what = std::make_shared<const std::string>("a fused graph of " + describe() + " failed on tpu:" +
                                                     std::to_string(device) + ": " + e.what());
@@ -389,7 +388,7 @@ std::vector<BufferRef> PendingGraph::run(int device, Cut reason, const std::vect
   std::vector<BufferRef> extra(outputs.begin() + slots.size(), outputs.end());
   spare_slots = std::move(slots);
   spare_types = std::move(types);
-  reset_after_run();
+  reset_after_run(fingerprint);
   auto& m = metrics();
   m.add("fused_graphs");
   m.add("fused_graph_ops", static_cast<double>(num_ops));

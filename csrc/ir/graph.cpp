@@ -253,7 +253,7 @@ bool Graph::rebuilt_unchanged() const {
 }
 
 Value Graph::parameter(Type type) {
-  if (!kept_.comparing || !reuse_kept(Op::Parameter, type, Attrs(), Combiner::None, 0, [](size_t) { return 0; }))
+  if (!reuse_kept(Op::Parameter, type, Attrs(), Combiner::None, 0, [](size_t) { return 0; }))
     push_node(Node{Op::Parameter, 0, 0, std::move(type), {}, Combiner::None});
   ++num_parameters_;
   return Value{static_cast<int>(nodes_.size()) - 1};
@@ -261,7 +261,7 @@ Value Graph::parameter(Type type) {
 
 Value Graph::add_node(Op op, const Value* operands, size_t count, Type type, Attrs attrs,
                       Combiner combiner) {
-  if (kept_.comparing && reuse_kept(op, type, attrs, combiner, count, [&](size_t i) { return operands[i].id; }))
+  if (reuse_kept(op, type, attrs, combiner, count, [&](size_t i) { return operands[i].id; }))
     return Value{static_cast<int>(nodes_.size()) - 1};
   Node node{op, static_cast<uint32_t>(operand_ids_.size()), static_cast<uint32_t>(count), std::move(type),
             std::move(attrs), combiner};
@@ -307,14 +307,13 @@ void Graph::append_from(Source& other, Argument&& argument, std::vector<Value>& 
         mapped.push_back(reshaped);
         continue;
       }
-      if (!kept_.comparing ||
-          !reuse_kept(source.op, source.type, source.attrs, source.combiner, 1, [&](size_t) { return reshaped.id; })) {
+      if (!reuse_kept(source.op, source.type, source.attrs, source.combiner, 1, [&](size_t) { return reshaped.id; })) {
         Node n = take(source);
         n.first_operand = static_cast<uint32_t>(operand_ids_.size());
         operand_ids_.push_back(reshaped.id);
         push_node(std::move(n));
       }
-    } else if (!plain || !kept_.comparing ||
+    } else if (!plain ||
                !reuse_kept(source.op, source.type, source.attrs, source.combiner, ids.size(),
                            [&](size_t i) { return mapped[ids[i]].id; })) {
       push_mapped(take(source), ids, mapped);
