@@ -186,6 +186,70 @@ def test_report_runs_a_model_of_each_family_natively(model_type, family):
     assert (record["family"], record["status"]) == (family, "native"), record
 
 
+def test_report_shrinks_nested_configs_as_a_whole():
+    # A multimodal type's vision tower and text model are configs of their own: each is
+    # shrunk with the same sizes, so that the model builds tiny and counts.
+    from torch_tpu.tools import hf_report
+
+    config = hf_report.tiny_config("llava")
+    assert config.text_config.hidden_size == config.vision_config.hidden_size == hf_report.TINY["hidden_size"]
+    assert config.text_config.num_hidden_layers == config.vision_config.num_hidden_layers == 2
+    assert config.text_config.vocab_size == hf_report.TINY["vocab_size"]
+
+
+def test_report_fits_multimodal_rotary_sections_to_the_tiny_head():
+    # Qwen2-VL and kin split each head's rotary frequencies into time, height and width
+    # sections sized for the default head; their sum must be half the tiny head's rotary dims.
+    from torch_tpu.tools import hf_report
+
+    for model_type in ("qwen2_vl", "glm4v_moe_text"):
+        config = hf_report.tiny_config(model_type)
+        text = getattr(config, "text_config", config)
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        factor = text.rope_parameters.get("partial_rotary_factor") or getattr(text, "partial_rotary_factor", 1.0)
+        assert sum(text.rope_parameters["mrope_section"]) == int(head_dim * factor) // 2, model_type
+    assert "mrope_section" not in hf_report.tiny_config("llava").text_config.rope_parameters
+
+
+@pytest.mark.parametrize("model_type, main_input", [("llava", "input_ids"), ("aimv2_vision_model", "pixel_values")])
+def test_report_runs_a_base_model_on_its_main_input(model_type, main_input):
+    # A type with no head of the other families: its base model (AutoModel), fed its main
+    # input, trained on the mean of its floating outputs, against CPU.
+    from torch_tpu.tools import hf_report
+
+    assert hf_report.family_of(model_type).name == "base-model"
+    config = hf_report.tiny_config(model_type)
+    import transformers
+    inputs = hf_report.make_inputs(hf_report.family_of(model_type), config, transformers.AutoModel.from_config(config))
+    assert main_input in inputs and "labels" not in inputs
+    record = hf_report.run_model(model_type, "strict")
+    assert (record["family"], record["status"]) == ("base-model", "native"), record
+
+
+def test_report_resumes_and_runs_types_side_by_side(tmp_path, monkeypatch):
+    # --jobs runs types at a time; --resume keeps the records of that mode already written
+    # and runs only the types they lack; the JSON is written after each type.
+    from torch_tpu.tools import hf_report
+
+    ran = []
+
+    def fake(model_type, mode, timeout):
+        ran.append(model_type)
+        return {"model": model_type, "mode": mode, "status": "native"}
+
+    monkeypatch.setattr(hf_report, "_run_in_subprocess", fake)
+    assert hf_report.main(["--models", "a,b,c", "--jobs", "2", "--out-dir", str(tmp_path)]) == 0
+    assert sorted(ran) == ["a", "b", "c"]
+    ran.clear()
+    assert hf_report.main(["--models", "a,b,c,d", "--resume", "--out-dir", str(tmp_path)]) == 0
+    assert ran == ["d"]
+    report = json.loads((tmp_path / "hf_models.json").read_text())
+    assert [r["model"] for r in report["models"]] == ["a", "b", "c", "d"]
+    ran.clear()  # another mode's records are not this mode's
+    assert hf_report.main(["--models", "a", "--resume", "--mode", "fused", "--out-dir", str(tmp_path)]) == 0
+    assert ran == ["a"]
+
+
 def test_report_runs_a_model_compiled():
     # compile mode: forward (and with it backward) through torch.compile(backend="tpu"),
     # generate's decode steps too; graph breaks allowed and counted

@@ -4,7 +4,9 @@ it generates) on CPU and on tpu.
 
 Families, each type reported with the first that lists it (FAMILIES): causal LM, seq2seq
 LM, masked LM, sequence classification (text), image classification (pixel values),
-audio classification (raw audio values). For each model type a small config is made
+audio classification (raw audio values), and, for a type with no head of those, its base
+model (`AutoModel`) fed its main input (token ids, pixel values, audio values or features),
+trained on the mean of each of its floating outputs. For each model type a small config is made
 from the type's default one (2 layers,
 hidden size 64, 4 heads, vocabulary 256, dropout 0, and fewer experts where there are
 experts), the model is built on CPU with a fixed seed, its parameters get a little
@@ -23,15 +25,19 @@ classified:
             than MAX_PARAMETERS parameters (a nested config not shrunk): not counted
 
     python -m torch_tpu.tools.hf_report [--models gpt2,llama | --families masked-lm,...]
-        [--mode strict|fused|compile] [--timeout 300] [--out-dir reports]
+        [--mode strict|fused|compile] [--timeout 300] [--out-dir reports] [--jobs 2] [--resume]
 
-writes <out-dir>/hf_models.json and <out-dir>/hf_models.md; the last printed line is
-`native: N/M models (P%)`. Each model type runs in its own process.
+writes <out-dir>/hf_models.json and <out-dir>/hf_models.md (rewritten after each type); the
+last printed line is `native: N/M models (P%)`. Each model type runs in its own process,
+`--jobs` of them at a time; `--resume` keeps the records of that mode already in the JSON
+and runs only the types it lacks.
 """
 import argparse
 import collections
+import concurrent.futures
 import copy
 import functools
+import inspect
 import json
 import os
 import subprocess
@@ -125,6 +131,7 @@ FAMILIES = (
            "AutoModelForImageClassification", "image", False),
     Family("audio-classification", "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
            "AutoModelForAudioClassification", "audio", False),
+    Family("base-model", "MODEL_MAPPING_NAMES", "AutoModel", "main", False),
 )
 LOGITS_TOL = dict(rtol=1e-4, atol=1e-4)
 GRAD_TOL = dict(rtol=1e-3, atol=1e-4)
@@ -161,12 +168,40 @@ def family_of(model_type):
 
 
 def tiny_config(model_type):
+    """The type's default config made small; in the families after causal LM, its nested
+    configs too (a vision tower and a text model are shrunk as a whole)."""
     from transformers import AutoConfig
 
-    default = AutoConfig.for_model(model_type)
+    family = family_of(model_type)
+    config = _shrunk(AutoConfig.for_model(model_type), model_type, family,
+                     lambda sizes: AutoConfig.for_model(model_type, **sizes))
+    if family is not FAMILIES[0]:
+        _shrink_nested(config, family)
+    return config
+
+
+def _shrink_nested(config, family, depth=3):
+    """Shrinks, in place, each nested config of `config` (its `sub_configs`), and theirs."""
+    from transformers import PretrainedConfig
+
+    for name in list(getattr(config, "sub_configs", None) or {}):
+        sub = getattr(config, name, None)
+        if not isinstance(sub, PretrainedConfig) or depth == 0:
+            continue
+        kind = type(sub)
+        try:
+            small = _shrunk(sub, getattr(sub, "model_type", ""), family,
+                            lambda sizes: kind.from_dict(dict(sub.to_dict(), **sizes)))
+            setattr(config, name, small)
+        except (AttributeError, TypeError, ValueError):  # kept as it was: the size check names it
+            continue
+        _shrink_nested(small, family, depth - 1)
+
+
+def _shrunk(default, model_type, family, build):
+    """A config like `default` with the tiny sizes it has, made by `build(sizes)`."""
     # Passed to the constructor, so that what a config derives from them (head_dim from the
     # rotary dims, per-layer lists) follows.
-    family = family_of(model_type)
     tiny = TINY if family is FAMILIES[0] else dict(TINY, **TINY_OTHER_FAMILIES)
     sizes = {name: value for name, value in tiny.items()
              if getattr(default, name, None) is not None and not _read_only(default, name)}
@@ -202,7 +237,7 @@ def tiny_config(model_type):
         if isinstance(token, int) and token >= TINY["vocab_size"]:
             sizes[name] = TINY["vocab_size"] - 1
     try:
-        config = AutoConfig.for_model(model_type, **sizes)
+        config = build(sizes)
     except (TypeError, ValueError):
         config = default
 
@@ -217,10 +252,43 @@ def tiny_config(model_type):
             shrink(name, value)
     if family.name == "seq2seq-lm" and getattr(config, "decoder_start_token_id", None) is None:
         shrink("decoder_start_token_id", getattr(config, "pad_token_id", None) or 0)  # as pretrained T5s set it
+    _fit_mrope_sections(config)
     for name in dir(config):  # dropouts off: the comparison needs the same function
         if ("dropout" in name or name.endswith("_pdrop")) and isinstance(getattr(config, name, None), float):
             shrink(name, 0.0)
     return config
+
+
+def _fit_mrope_sections(config):
+    """Multimodal rotary embeddings (Qwen2-VL and kin) split each head's rotary frequencies
+    into time, height and width sections, sized in `rope_parameters` for the default head:
+    scaled here to the tiny head (their sum is half of it)."""
+    rope = getattr(config, "rope_parameters", None)
+    if not isinstance(rope, dict) or not _models_read_mrope_sections(type(config)):
+        return
+    heads = getattr(config, "num_attention_heads", None)
+    head_dim = getattr(config, "head_dim", None) or (config.hidden_size // heads if heads else None)
+    sections = list(rope.get("mrope_section") or [16, 24, 24])  # the models' own default
+    factor = rope.get("partial_rotary_factor") or getattr(config, "partial_rotary_factor", None) or 1.0
+    half = int(head_dim * factor) // 2 if head_dim else 0
+    if not half or sum(sections) == half:
+        return
+    scaled = [max(1, s * half // sum(sections)) for s in sections]
+    scaled[-1] += half - sum(scaled)
+    config.rope_parameters = dict(rope, mrope_section=scaled)
+
+
+@functools.cache
+def _models_read_mrope_sections(config_class):
+    """Whether the modeling code beside `config_class` reads `mrope_section`."""
+    import glob
+
+    folder = os.path.dirname(inspect.getsourcefile(config_class) or "")
+    for path in glob.glob(os.path.join(folder, "modeling_*.py")):
+        with open(path) as f:
+            if "mrope_section" in f.read():
+                return True
+    return False
 
 
 def _as_long_as(values, default):
@@ -274,11 +342,14 @@ def jitter(model, scale=0.02):
                 p.add_(torch.randn(p.shape, generator=g, dtype=p.dtype) * scale)
 
 
-def make_inputs(family, config):
-    """The model's keyword inputs with labels, made locally (seeded)."""
+def make_inputs(family, config, model=None):
+    """The model's keyword inputs with labels (a base model: its main input, no labels),
+    made locally (seeded)."""
     import torch
 
     g = torch.Generator().manual_seed(0)
+    if family.inputs == "main":
+        return _main_inputs(model, config, g)
     classes = lambda: torch.randint(0, config.num_labels, (BATCH,), generator=g)  # noqa: E731
     if family.inputs == "image":
         size = getattr(config, "image_size", None) or 32  # convnets take any size: 32
@@ -291,10 +362,50 @@ def make_inputs(family, config):
     return {"input_ids": ids, "labels": classes() if family.inputs == "text-classes" else ids}
 
 
+def _main_inputs(model, config, g):
+    """A base model's main input (`main_input_name`), with decoder ids where its forward
+    takes them, and no cache: its outputs are what it computed."""
+    import torch
+
+    name = getattr(model, "main_input_name", "input_ids")
+    accepts = inspect.signature(model.forward).parameters
+    vocab = getattr(config, "vocab_size", None) or 256
+    ids = lambda: torch.randint(1, vocab, (BATCH, SEQ), generator=g)  # noqa: E731
+    if name == "pixel_values":
+        inputs = make_inputs(FAMILIES[4], config)
+        inputs.pop("labels")
+    elif name == "input_values":
+        inputs = {"input_values": torch.randn(BATCH, AUDIO_SAMPLES, generator=g)}
+    elif name == "input_features":  # log-mel frames: Whisper-style (mels, frames) or (frames, features)
+        mels = getattr(config, "num_mel_bins", None)
+        if mels is not None and getattr(config, "max_source_positions", None):
+            shape = (BATCH, mels, 2 * config.max_source_positions)
+        else:
+            shape = (BATCH, 64, mels or getattr(config, "feature_size", None) or getattr(config, "input_feat_per_channel", 80))
+        inputs = {"input_features": torch.randn(*shape, generator=g)}
+    else:
+        inputs = {name: ids()}
+    if "decoder_input_ids" in accepts and name != "decoder_input_ids":
+        inputs["decoder_input_ids"] = ids()
+    if "use_cache" in accepts:
+        inputs["use_cache"] = False
+    return inputs
+
+
 def _moved(inputs, device=None, dtype=None):
-    """The inputs on `device`, floating ones in `dtype` (both optional)."""
+    """The inputs on `device`, floating ones in `dtype` (both optional); other values as they are."""
+    import torch
+
     return {k: v.to(device=device, dtype=dtype if dtype is not None and v.is_floating_point() else None)
-            for k, v in inputs.items()}
+            if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+def _floating_outputs(out):
+    """The floating tensors among a model's outputs (top level, in order)."""
+    import torch
+
+    values = out.to_tuple() if hasattr(out, "to_tuple") else out if isinstance(out, (tuple, list)) else (out,)
+    return [v for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
 
 
 def _run(model, inputs, family):
@@ -303,6 +414,13 @@ def _run(model, inputs, family):
     import torch
 
     out = model(**inputs)
+    if family.inputs == "main":  # a base model: the mean of each floating output, summed
+        outputs = _floating_outputs(out)
+        if not outputs:
+            raise TypeError("%s returned no floating tensor" % type(model).__name__)
+        loss = sum(o.float().mean() for o in outputs)
+        loss.backward()
+        return outputs[0], loss, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}, None
     out.loss.backward()
     grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
     generated = None
@@ -396,7 +514,8 @@ def _compare(got, expected, reference):
                 r = _values(float64())[index][1].double()
             except Exception:  # noqa: BLE001 - no float64 run: the mismatch stands
                 r = None
-            if r is not None and (a.double() - r).abs().max() <= FLOAT64_RULE_FACTOR * (b.double() - r).abs().max():
+            if r is not None and r.shape == a.shape == b.shape and \
+                    (a.double() - r).abs().max() <= FLOAT64_RULE_FACTOR * (b.double() - r).abs().max():
                 by_float64.append(what)
                 continue
             detail = [ln.strip() for ln in str(exc).splitlines() if ln.strip().startswith("Greatest")]
@@ -437,7 +556,7 @@ def run_model(model_type, mode, progress=lambda record: None):
         cpu_model = auto_class.from_config(config).eval()
         jitter(cpu_model)
         tpu_model = copy.deepcopy(cpu_model)
-        inputs = make_inputs(family, config)
+        inputs = make_inputs(family, config, cpu_model)
         with _TopkRecorder() as cpu_topk:
             expected = _run(cpu_model, inputs, family)
     except Exception as exc:  # noqa: BLE001 - not the backend's doing; recorded
@@ -576,6 +695,9 @@ def main(argv=None):
     parser.add_argument("--mode", default="strict", choices=("strict", "fused", "compile", "debug"))
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model type")
     parser.add_argument("--out-dir", default="reports")
+    parser.add_argument("--jobs", type=int, default=1, help="model types run at a time (one process each)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the records of this mode already in <out-dir>/hf_models.json; run the rest")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -589,21 +711,39 @@ def main(argv=None):
     import transformers
 
     models = args.models.split(",") if args.models else model_types(args.families.split(",") if args.families else None)
-    records = []
-    started = time.perf_counter()
-    for i, model_type in enumerate(models):
-        record = _run_in_subprocess(model_type, args.mode, args.timeout)
-        records.append(record)
-        print("[%5.0fs] %3d/%d %-28s %s %s" % (time.perf_counter() - started, i + 1, len(models), model_type,
-                                              record["status"], record.get("error", "")[:120]), flush=True)
+    path = os.path.join(args.out_dir, "hf_models.json")
+    kept = {}
+    if args.resume and os.path.exists(path):
+        with open(path) as f:
+            previous = json.load(f)
+        if previous.get("mode") == args.mode:
+            kept = {r["model"]: r for r in previous["models"]}
+    records = dict(kept)
+    order = models + [m for m in kept if m not in models]
     os.makedirs(args.out_dir, exist_ok=True)
-    report = {"mode": args.mode, "transformers": transformers.__version__, "models": records,
-              "fallback_histogram": fallback_histogram(records), "seconds": time.perf_counter() - started}
-    with open(os.path.join(args.out_dir, "hf_models.json"), "w") as f:
-        json.dump(report, f, indent=1)
-    with open(os.path.join(args.out_dir, "hf_models.md"), "w") as f:
-        f.write(markdown(records, args.mode, transformers.__version__))
-    counts, total = summarize(records)
+    started = time.perf_counter()
+
+    def save():
+        ordered = [records[m] for m in order if m in records]
+        report = {"mode": args.mode, "transformers": transformers.__version__, "models": ordered,
+                  "fallback_histogram": fallback_histogram(ordered), "seconds": time.perf_counter() - started}
+        for name, text in (("hf_models.json", json.dumps(report, indent=1)),
+                           ("hf_models.md", markdown(ordered, args.mode, transformers.__version__))):
+            with open(os.path.join(args.out_dir, name + ".tmp"), "w") as f:
+                f.write(text)
+            os.replace(os.path.join(args.out_dir, name + ".tmp"), os.path.join(args.out_dir, name))
+        return ordered
+
+    todo = [m for m in models if m not in kept]
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        running = {pool.submit(_run_in_subprocess, m, args.mode, args.timeout): m for m in todo}
+        for i, done in enumerate(concurrent.futures.as_completed(running)):
+            model_type, record = running[done], done.result()
+            records[model_type] = record
+            save()
+            print("[%5.0fs] %3d/%d %-28s %s %s" % (time.perf_counter() - started, i + 1, len(todo), model_type,
+                                                  record["status"], record.get("error", "")[:120]), flush=True)
+    counts, total = summarize(save())
     print("native: %d/%d models (%.1f%%)" % (counts["native"], total, 100.0 * counts["native"] / max(total, 1)))
     return 0
 
