@@ -209,6 +209,10 @@ def test_report_fits_multimodal_rotary_sections_to_the_tiny_head():
         factor = text.rope_parameters.get("partial_rotary_factor") or getattr(text, "partial_rotary_factor", 1.0)
         assert sum(text.rope_parameters["mrope_section"]) == int(head_dim * factor) // 2, model_type
     assert "mrope_section" not in hf_report.tiny_config("llava").text_config.rope_parameters
+    # axial rotary parameters, and those per layer kind, are left as they are (their configs refuse sections)
+    config = hf_report.tiny_config("cohere_compass")
+    assert "mrope_section" not in config.vision_config.rope_parameters
+    assert all("mrope_section" not in kind for kind in config.text_config.rope_parameters.values())
 
 
 @pytest.mark.parametrize("model_type, main_input", [("llava", "input_ids"), ("aimv2_vision_model", "pixel_values")])

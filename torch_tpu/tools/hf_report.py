@@ -264,8 +264,9 @@ def _fit_mrope_sections(config):
     into time, height and width sections, sized in `rope_parameters` for the default head:
     scaled here to the tiny head (their sum is half of it)."""
     rope = getattr(config, "rope_parameters", None)
-    if not isinstance(rope, dict) or not _models_read_mrope_sections(type(config)):
-        return
+    if not isinstance(rope, dict) or rope.get("rope_type", "default") != "default" or \
+            any(isinstance(v, dict) for v in rope.values()) or not _models_read_mrope_sections(type(config)):
+        return  # none, another kind (axial), or one per layer kind: no sections there
     heads = getattr(config, "num_attention_heads", None)
     head_dim = getattr(config, "head_dim", None) or (config.hidden_size // heads if heads else None)
     sections = list(rope.get("mrope_section") or [16, 24, 24])  # the models' own default
