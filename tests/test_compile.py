@@ -455,6 +455,20 @@ def test_an_input_buffer_of_another_shape_than_at_capture_is_reshaped_once():
     assert _C._storage_buffer_shape(flat_bias) == [4, 8]
 
 
+def test_a_sealed_program_takes_empty_tensor_arguments():
+    # An empty tensor has no storage (a mask that selects nothing, as a multimodal
+    # model's audio tokens in a text-only batch): its replays take it like any argument.
+    def f(x, empty, mask):
+        return x * 2 + empty.sum(), x[mask], empty * 3
+
+    compiled = torch.compile(f, backend="tpu")
+    x, empty, mask = torch.randn(3, 4), torch.empty(0, 4), torch.zeros(3, dtype=torch.bool)
+    for _ in range(3):  # capture, then replays
+        got = compiled(x.to("tpu"), empty.to("tpu"), mask.to("tpu"))
+        for g, e in zip(got, f(x, empty, mask)):
+            torch.testing.assert_close(g.cpu(), e)
+
+
 def test_input_mutation_and_batchnorm_running_stats():
     def bump(x):
         x.add_(1)

@@ -264,6 +264,18 @@ def test_report_runs_a_model_compiled():
     assert record["compiled_graphs"] > 0 and record["graph_breaks"] == 0
 
 
+def test_report_compile_mode_counts_a_zero_gradient_as_eager_none():
+    # AOTAutograd gives a parameter reaching only an output the loss leaves unused (an
+    # encoder's pooler) a zero gradient where eager leaves None; a nonzero one still differs
+    from torch_tpu.tools import hf_report
+
+    expected = (None, None, {"used": torch.ones(2)}, None)
+    got = (None, None, {"used": torch.ones(2), "pooler": torch.zeros(2), "other": torch.tensor([0.0, 1.0])}, None)
+    kept = hf_report._without_zero_grads_eager_leaves_unset(got, expected)
+    assert sorted(kept[2]) == ["other", "used"]
+    assert hf_report._compare(kept, expected, lambda: None)[0].startswith("gradients for different parameters")
+
+
 def test_report_keeps_models_cpu_cannot_build_out_of_the_count(tmp_path):
     from torch_tpu.tools import hf_report
 

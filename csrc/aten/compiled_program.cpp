@@ -60,7 +60,8 @@ std::vector<at::Tensor> CompiledProgram::call(std::span<const at::Tensor* const>
   for (size_t k = 0; k < args.size(); ++k) {
     const at::Tensor* t = args[k];
     if (t->is_privateuseone()) {
-      values.push_back(runtime::checked_storage_value(t->storage()));
+      // An empty tensor has no storage value; it was none at capture either (no parameter reads it).
+      values.push_back(t->storage().nbytes() == 0 ? nullptr : runtime::checked_storage_value(t->storage()));
       continue;
     }
     TORCH_CHECK(t->device().is_cpu() && t->dim() == 0, "torch_tpu: a compiled graph's argument is a ", t->device(),
