@@ -1,11 +1,12 @@
-"""Host cost counted in instructions: gpt-nano training steps (the workload of
-bench/host_overhead.py) run under valgrind's callgrind, which counts the
+"""Host cost counted in instructions: gpt-nano training steps or tiny-Llama decode
+steps (workloads of bench/host_overhead.py) run under valgrind's callgrind, which counts the
 instructions every thread executes while the timed steps run (warm-up,
 compiles and imports left out), sorted by where they ran: torch_tpu, the XLA
 plugin (its idle thread-pool spinning apart), PyTorch, Python, malloc.
 
-    python bench/host_instructions.py [--modes cpu strict fused compiled]
-                                      [--steps N]
+    python bench/host_instructions.py [--workload gpt-nano|decode]
+                                      [--modes cpu strict fused compiled]
+                                      [--steps N] [--keep-profiles DIR]
                                       [--out bench/results/host_instructions.json]
                                       [--chart bench/results/host_instructions.png]
 
@@ -34,7 +35,12 @@ import host_overhead  # noqa: E402
 
 # No inductor: its C++ kernels are built for this CPU's AVX-512, which valgrind cannot run (SIGILL).
 MODES = ("cpu", "strict", "fused", "compiled")
-WARM_UP_STEPS = 5
+# (runner maker, warm-up steps). Decode warms up past two whole sequences, so that every
+# cache length's graph has been built and kept (fused) or compiled (compiled).
+WORKLOADS = {
+    "gpt-nano": (host_overhead._gpt_nano_runner, 5),
+    "decode": (host_overhead._decode_runner, 2 * host_overhead.DECODE_TOKENS + 20),
+}
 CHILD_TIMEOUT_S = 1800
 
 # Where an instruction ran, first match wins: (component, what the function's
@@ -79,24 +85,26 @@ def components(annotated):
     return totals
 
 
-def _child(mode, steps):
-    """Runs gpt-nano in `mode` with callgrind counting only the timed steps."""
+def _child(workload, mode, steps):
+    """Runs `workload` in `mode` with callgrind counting only the timed steps."""
     import torch
     torch.set_num_threads(1)  # as bench/host_overhead.py: compute-free, one intra-op thread
     losses = []
-    run = host_overhead._gpt_nano_runner(mode, losses)
-    run(WARM_UP_STEPS)
+    make_runner, warm_up = WORKLOADS[workload]
+    run = make_runner(mode, losses)
+    run(warm_up)
     control = shutil.which("callgrind_control") or "callgrind_control"
     # callgrind_control returns once valgrind has taken the command (its threads poll for it).
     subprocess.run([control, "-i", "on", str(os.getpid())], check=True, capture_output=True)
     run(steps)
     subprocess.run([control, "-i", "off", str(os.getpid())], check=True, capture_output=True)
-    print(json.dumps({"losses": losses[WARM_UP_STEPS:]}), flush=True)
+    print(json.dumps({"losses": losses[warm_up:]}), flush=True)
     return 0
 
 
-def measure(mode, steps):
-    """{instructions_per_step, components_per_step, losses} of `mode`, or {error}."""
+def measure(workload, mode, steps, keep_profiles=None):
+    """{instructions_per_step, components_per_step, losses} of `workload` in `mode`, or
+    {error}; callgrind's own file kept in `keep_profiles` (a folder) when given."""
     valgrind = shutil.which("valgrind")
     if valgrind is None or shutil.which("callgrind_annotate") is None:
         return {"error": "valgrind is not installed (Debian: apt-get install valgrind)"}
@@ -104,7 +112,8 @@ def measure(mode, steps):
         out = os.path.join(tmp, "callgrind.out")
         env = dict(os.environ, TORCH_TPU_CACHE_DIR=os.path.join(tmp, "cache"))
         cmd = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=" + out,
-               sys.executable, os.path.abspath(__file__), "--child", mode, "--steps", str(steps)]
+               sys.executable, os.path.abspath(__file__), "--child", mode, "--workload", workload,
+               "--steps", str(steps)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
         except subprocess.TimeoutExpired:
@@ -114,6 +123,9 @@ def measure(mode, steps):
             return {"error": "exit %d: %s" % (proc.returncode, proc.stderr.strip()[-800:])}
         annotated = subprocess.run(["callgrind_annotate", "--threshold=100", out], capture_output=True, text=True,
                                    check=True).stdout
+        if keep_profiles:
+            os.makedirs(keep_profiles, exist_ok=True)
+            shutil.copy(out, os.path.join(keep_profiles, "callgrind.%s.%s" % (workload, mode)))
     parts = components(annotated)
     total = sum(parts.values())
     return {"instructions_per_step": total / steps,
@@ -153,7 +165,7 @@ def _chart(report, path):
     for i, total in enumerate(bottom):
         ax.text(i, total, "%.1f M" % total, ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("million instructions per step (all threads)")
-    ax.set_title("gpt-nano training step, instructions by where they ran (%s)" % report["date"][:16], fontsize=9)
+    ax.set_title("%s step, instructions by where they ran (%s)" % (report["workload"], report["date"][:16]), fontsize=9)
     if modes:
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -163,22 +175,23 @@ def _chart(report, path):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--steps", type=int, default=10, help="counted steps per mode (after %d warm-up steps)"
-                        % WARM_UP_STEPS)
+    parser.add_argument("--workload", default="gpt-nano", choices=sorted(WORKLOADS))
+    parser.add_argument("--steps", type=int, default=10, help="counted steps per mode (after the warm-up)")
+    parser.add_argument("--keep-profiles", metavar="DIR", help="keep callgrind's files (callgrind.WORKLOAD.MODE) here")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "host_instructions.json"))
     parser.add_argument("--chart", default=os.path.join(HERE, "results", "host_instructions.png"))
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return _child(args.child, args.steps)
+        return _child(args.workload, args.child, args.steps)
 
     import torch
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
               "command": " ".join(["python bench/host_instructions.py"] + (argv if argv is not None else sys.argv[1:])),
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__},
-              "workload": "gpt-nano", "steps": args.steps, "results": {}}
+              "workload": args.workload, "steps": args.steps, "results": {}}
     for mode in args.modes:
-        report["results"][mode] = result = measure(mode, args.steps)
+        report["results"][mode] = result = measure(args.workload, mode, args.steps, args.keep_profiles)
         if "error" in result:
             print("%s: %s" % (mode, result["error"]), flush=True)
         else:

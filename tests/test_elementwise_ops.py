@@ -644,6 +644,28 @@ def test_results_are_laid_out_as_on_cpu(layout):
         assert_close((t + 1).t().view(-1).cpu(), (x + 1).t().view(-1))
 
 
+def test_backward_results_are_laid_out_as_torch_compile_expects():
+    """threshold_backward's result follows self's layout (ATen iterates (self, grad));
+    native_layer_norm_backward's grad_input follows grad's, as PyTorch's meta kernel lays it
+    out (CPU's is contiguous): a compiled backward views these as the meta kernels say."""
+    torch.manual_seed(0)
+    grad, x = torch.randn(2, 64, 13).transpose(1, 2), torch.randn(2, 13, 64)
+    got = torch.ops.aten.threshold_backward(to_tpu(grad), to_tpu(x), 0.0)
+    expected = torch.ops.aten.threshold_backward(grad, x, 0.0)
+    assert got.stride() == expected.stride()
+    assert_close(got.cpu(), expected)
+    w, b = torch.randn(64), torch.randn(64)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [64], w, b, 1e-5)
+    args = (grad, x, [64], mean, rstd, w, b, [True, True, True])
+    expected = torch.ops.aten.native_layer_norm_backward(*args)
+    meta = torch.ops.aten.native_layer_norm_backward(*[a.to("meta") if isinstance(a, torch.Tensor) else a
+                                                       for a in args])
+    got = torch.ops.aten.native_layer_norm_backward(*[to_tpu(a) if isinstance(a, torch.Tensor) else a for a in args])
+    assert got[0].stride() == meta[0].stride() == grad.stride()
+    for g, e in zip(got, expected):
+        assert_close(g.cpu(), e)
+
+
 def test_a_transposed_result_backward_matches_cpu():
     x = torch.randn(4, 8, requires_grad=True)
     t = x.detach().to("tpu").requires_grad_()

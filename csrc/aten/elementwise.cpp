@@ -238,11 +238,13 @@ at::Tensor relu_kernel(Overload o, const at::Tensor& self) {
 at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& threshold) {
   c10::ScalarType compute = at::result_type(grad, self);
   at::Tensor t = scalar_operand(threshold);
-  return elementwise("threshold_backward", {grad, self, t}, compute, compute,
+  // self first: ATen's TensorIterator for this op takes (self, grad), and the result's
+  // layout follows the first operand's (as torch.compile's fake tensors say it).
+  return elementwise("threshold_backward", {self, grad, t}, compute, compute,
                      [](ir::Graph& g, const std::vector<ir::Value>& v) {
-                       ir::Value below = ir::compare(g, v[1], v[2], ir::Compare::LE);
-                       ir::Value zero = ir::full(g, g.type(v[0]).dtype, 0, g.type(v[0]).shape);
-                       return ir::select(g, below, zero, v[0]);
+                       ir::Value below = ir::compare(g, v[0], v[2], ir::Compare::LE);
+                       ir::Value zero = ir::full(g, g.type(v[1]).dtype, 0, g.type(v[1]).shape);
+                       return ir::select(g, below, zero, v[1]);
                      });
 }
 

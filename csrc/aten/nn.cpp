@@ -32,7 +32,7 @@ using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 ir::DType ir_of(c10::ScalarType t) { return lowering::to_ir(t); }
 
 at::Tensor new_tensor(const at::Tensor& like, c10::IntArrayRef shape, c10::ScalarType dtype) {
-  return at::empty(shape, like.options().dtype(dtype));
+  return tpu::aten::new_tensor(shape, dtype, like.device());
 }
 // A result: into `out` (resized as ATen does) or a fresh tensor.
 at::Tensor output_for(const char* name, at::Tensor* out, const at::Tensor& like, c10::IntArrayRef shape,
@@ -155,7 +155,9 @@ Tensor3 layer_norm_backward(const at::Tensor& grad, const at::Tensor& input, c10
   int64_t axis = layer_norm_axis(input, normalized_shape, weight, bias);
   c10::DeviceGuard guard(input.device());
   at::Tensor gi, gw, gb;
-  if (mask[0]) gi = new_tensor(input, input.sizes(), input.scalar_type());
+  // Laid out as PyTorch's meta kernel lays it out (grad's layout first, as an elementwise
+  // result of grad and input; torch.compile's fake tensors say so), though CPU's is contiguous.
+  if (mask[0]) gi = new_elementwise_output({grad, input}, input.sizes(), input.scalar_type(), input.device());
   if (mask[1] && defined(weight)) gw = new_tensor(input, weight->sizes(), weight->scalar_type());
   if (mask[2]) {
     const at::Tensor& like = defined(bias) ? *bias : defined(weight) ? *weight : input;

@@ -29,7 +29,7 @@ std::string variant(const char* op, const at::Tensor* out, bool inplace) {
 
 at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArrayRef shape,
                           c10::ScalarType dtype, c10::Device device, bool inplace) {
-  if (out == nullptr) return at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
+  if (out == nullptr) return new_tensor(shape, dtype, device);
   TORCH_CHECK(c10::canCast(dtype, out->scalar_type()), "result type ", dtype,
               " can't be cast to the desired output type ", out->scalar_type());
   if (inplace) {
@@ -52,19 +52,12 @@ at::Tensor prepare_matrix_output(const char* name, const at::Tensor* out, c10::I
   return *out;
 }
 
-namespace {
-
-// A new elementwise result laid out as CPU and CUDA lay it out: their TensorIterator
-// orders the result's dimensions as the inputs' strides order them (a transposed
-// input, a transposed result), and code that views the result relies on it, as do
-// torch.compile's fake tensors. All inputs contiguous (nearly every call): contiguous,
-// without asking; otherwise TensorIterator itself decides, on meta tensors.
 at::Tensor new_elementwise_output(const TensorRefs& inputs, c10::IntArrayRef shape, c10::ScalarType dtype,
                                   c10::Device device) {
-  at::TensorOptions options = at::TensorOptions().dtype(dtype).device(device);
   bool contiguous = true;
   for (const at::Tensor& t : inputs) contiguous = contiguous && (t.dim() == 0 || t.is_contiguous());
-  if (contiguous || shape.size() < 2) return at::empty(shape, options);
+  if (contiguous || shape.size() < 2) return new_tensor(shape, dtype, device);
+  at::TensorOptions options = at::TensorOptions().dtype(dtype).device(device);
   at::TensorIteratorConfig config;
   config.set_check_mem_overlap(false).check_all_same_dtype(false);
   config.add_owned_output(at::Tensor());
@@ -74,7 +67,6 @@ at::Tensor new_elementwise_output(const TensorRefs& inputs, c10::IntArrayRef sha
   return at::empty_strided(shape, iter.output(0).strides(), options);
 }
 
-}  // namespace
 
 at::Tensor elementwise(const char* name, const TensorRefs& inputs, c10::ScalarType compute,
                        c10::ScalarType result, const Build& build, const at::Tensor* out, bool inplace,

@@ -164,6 +164,19 @@ void impl_variants(torch::Library& m, OverloadNames names = {}) {
   if (names.out) m.impl((base + names.out).c_str(), out_overload<kKernel, kName>);
 }
 
+// A new contiguous tpu tensor: what at::empty(shape, dtype, device) gives, made
+// without a trip through the dispatcher (as CPU's structured kernels make their
+// results); an op's results are made this way.
+at::Tensor new_tensor(c10::IntArrayRef shape, c10::ScalarType dtype, c10::Device device);
+
+// A new elementwise result laid out as CPU and CUDA lay it out: their TensorIterator
+// orders the result's dimensions as the inputs' strides order them, the first input's
+// first (a transposed input, a transposed result), and code that views the result
+// relies on it, as do torch.compile's fake tensors. All inputs contiguous (nearly every
+// call): contiguous, without asking; otherwise TensorIterator itself decides, on meta tensors.
+at::Tensor new_elementwise_output(const TensorRefs& inputs, c10::IntArrayRef shape, c10::ScalarType dtype,
+                                  c10::Device device);
+
 // The result tensor of an op: `out` (in-place: shape must match; out=: resized
 // as ATen does) or a fresh tensor of `shape` and `dtype` on `device`.
 at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArrayRef shape,
