@@ -215,17 +215,20 @@ def test_report_fits_multimodal_rotary_sections_to_the_tiny_head():
     assert all("mrope_section" not in kind for kind in config.text_config.rope_parameters.values())
 
 
-@pytest.mark.parametrize("model_type, main_input", [("llava", "input_ids"), ("aimv2_vision_model", "pixel_values")])
-def test_report_runs_a_base_model_on_its_main_input(model_type, main_input):
+@pytest.mark.parametrize("model_type, fed", [("llava", {"input_ids"}), ("aimv2_vision_model", {"pixel_values"}),
+                                              ("chinese_clip", {"input_ids", "pixel_values"})])
+def test_report_runs_a_base_model_on_its_main_input(model_type, fed):
     # A type with no head of the other families: its base model (AutoModel), fed its main
-    # input, trained on the mean of its floating outputs, against CPU.
+    # input (a dual encoder its images too; a VLM's ids alone, as they hold no image
+    # token), trained on the mean of its floating outputs, against CPU.
     from torch_tpu.tools import hf_report
 
     assert hf_report.family_of(model_type).name == "base-model"
     config = hf_report.tiny_config(model_type)
     import transformers
     inputs = hf_report.make_inputs(hf_report.family_of(model_type), config, transformers.AutoModel.from_config(config))
-    assert main_input in inputs and "labels" not in inputs
+    assert {k for k in inputs if k in ("input_ids", "pixel_values", "input_values")} == fed
+    assert "labels" not in inputs
     record = hf_report.run_model(model_type, "strict")
     assert (record["family"], record["status"]) == ("base-model", "native"), record
 
@@ -274,6 +277,22 @@ def test_report_compile_mode_counts_a_zero_gradient_as_eager_none():
     kept = hf_report._without_zero_grads_eager_leaves_unset(got, expected)
     assert sorted(kept[2]) == ["other", "used"]
     assert hf_report._compare(kept, expected, lambda: None)[0].startswith("gradients for different parameters")
+
+
+def test_report_records_topk_in_eager_code_only():
+    # Dynamo traces the recorder's copies as side effects of the graph (glm4v_moe_text then
+    # failed inside Dynamo): compiled code's topk calls are left unrecorded.
+    from torch_tpu.tools import hf_report
+
+    def f(x):
+        return torch.topk(x, 2).values * 2
+
+    x = torch.randn(4, 8, device="tpu")
+    with hf_report._TopkRecorder() as recorder:
+        torch.compile(f, backend="tpu")(x)
+        assert recorder.calls == []
+        f(x)
+    assert len(recorder.calls) == 1
 
 
 def test_report_keeps_models_cpu_cannot_build_out_of_the_count(tmp_path):

@@ -70,6 +70,8 @@ TINY_OTHER_FAMILIES = {
     "d_model": 64, "d_ff": 128, "d_kv": 16, "num_layers": 2, "num_decoder_layers": 2, "num_heads": 4,
     # vision: a small image, a few channels per stage, one block per stage
     "image_size": 32, "embed_dim": 16, "hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1],
+    # a vision tower's projection into the text model (GLM-4V and kin): the tiny hidden size
+    "out_hidden_size": 64,
     # audio: a short feature encoder
     "conv_dim": [32, 32], "conv_stride": [5, 2], "conv_kernel": [10, 3], "num_conv_pos_embeddings": 16,
     "num_conv_pos_embedding_groups": 4,
@@ -353,28 +355,47 @@ def make_inputs(family, config, model=None):
         return _main_inputs(model, config, g)
     classes = lambda: torch.randint(0, config.num_labels, (BATCH,), generator=g)  # noqa: E731
     if family.inputs == "image":
-        size = getattr(config, "image_size", None) or 32  # convnets take any size: 32
-        size = size if isinstance(size, int) else list(size.values() if isinstance(size, dict) else size)[0]
-        pixels = torch.randn(BATCH, getattr(config, "num_channels", 3), size, size, generator=g)
-        return {"pixel_values": pixels, "labels": classes()}
+        return {"pixel_values": _pixels(config, g), "labels": classes()}
     if family.inputs == "audio":
         return {"input_values": torch.randn(BATCH, AUDIO_SAMPLES, generator=g), "labels": classes()}
     ids = torch.randint(1, getattr(config, "vocab_size", None) or 256, (BATCH, SEQ), generator=g)
     return {"input_ids": ids, "labels": classes() if family.inputs == "text-classes" else ids}
 
 
+def _pixels(config, g):
+    """A batch of images of the size and channels `config` (an image model's or a vision
+    tower's) says; 32 pixels where it names no size (convnets take any)."""
+    import torch
+
+    size = getattr(config, "image_size", None) or 32
+    size = size if isinstance(size, int) else list(size.values() if isinstance(size, dict) else size)[0]
+    return torch.randn(BATCH, getattr(config, "num_channels", 3), size, size, generator=g)
+
+
+def _is_dual_encoder(config):
+    """A text model and a vision tower side by side (CLIP-style): the forward takes both
+    inputs, each its own; not a VLM, whose ids must hold an image token per image."""
+    vision = getattr(config, "vision_config", None)
+    return vision is not None and getattr(config, "text_config", None) is not None and not any(
+        getattr(config, a, None) is not None for a in ("image_token_id", "image_token_index", "image_token"))
+
+
 def _main_inputs(model, config, g):
     """A base model's main input (`main_input_name`), with decoder ids where its forward
-    takes them, and no cache: its outputs are what it computed."""
+    takes them, and no cache: its outputs are what it computed. A dual encoder gets its
+    images besides its ids; a forward that requires ids or images besides its main input
+    gets them too."""
     import torch
 
     name = getattr(model, "main_input_name", "input_ids")
     accepts = inspect.signature(model.forward).parameters
-    vocab = getattr(config, "vocab_size", None) or 256
+    required = {k for k, p in accepts.items() if p.default is inspect.Parameter.empty and
+                p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    vocab = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size",
+                                                            None) or 256
     ids = lambda: torch.randint(1, vocab, (BATCH, SEQ), generator=g)  # noqa: E731
     if name == "pixel_values":
-        inputs = make_inputs(FAMILIES[4], config)
-        inputs.pop("labels")
+        inputs = {"pixel_values": _pixels(config, g)}
     elif name == "input_values":
         inputs = {"input_values": torch.randn(BATCH, AUDIO_SAMPLES, generator=g)}
     elif name == "input_features":  # log-mel frames: Whisper-style (mels, frames) or (frames, features)
@@ -386,6 +407,11 @@ def _main_inputs(model, config, g):
         inputs = {"input_features": torch.randn(*shape, generator=g)}
     else:
         inputs = {name: ids()}
+    if "pixel_values" in accepts and "pixel_values" not in inputs and (
+            "pixel_values" in required or _is_dual_encoder(config)):
+        inputs["pixel_values"] = _pixels(getattr(config, "vision_config", None) or config, g)
+    if "input_ids" in required and "input_ids" not in inputs:
+        inputs["input_ids"] = ids()
     if "decoder_input_ids" in accepts and name != "decoder_input_ids":
         inputs["decoder_input_ids"] = ids()
     if "use_cache" in accepts:
@@ -436,7 +462,8 @@ def _run(model, inputs, family):
 class _TopkRecorder:
     """While active, records the input and the chosen indices of every topk (torch.topk and
     Tensor.topk) in call order: (scores, indices, dim), copies on the call's device (read
-    only when a result differs, so that recording adds no host wait)."""
+    only when a result differs, so that recording adds no host wait). Not while Dynamo
+    traces (compile mode): the recorded copies would be side effects of the traced graph."""
 
     def __enter__(self):
         import torch
@@ -446,6 +473,8 @@ class _TopkRecorder:
         def recording(original):
             def topk(*args, **kwargs):
                 result = original(*args, **kwargs)
+                if torch.compiler.is_compiling():
+                    return result
                 scores = args[0] if args else kwargs["input"]
                 dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
                 self.calls.append((scores.detach().clone(), result.indices.detach().clone(), dim))
