@@ -644,23 +644,43 @@ def test_results_are_laid_out_as_on_cpu(layout):
         assert_close((t + 1).t().view(-1).cpu(), (x + 1).t().view(-1))
 
 
-def test_backward_results_are_laid_out_as_torch_compile_expects():
-    """threshold_backward's result follows self's layout (ATen iterates (self, grad));
-    native_layer_norm_backward's grad_input follows grad's, as PyTorch's meta kernel lays it
-    out (CPU's is contiguous): a compiled backward views these as the meta kernels say."""
+A = torch.ops.aten
+GRADIENTS = {  # (grad, x) -> result; each of these ATen ops or its meta kernel iterates x first
+    "threshold_backward": lambda g, x: A.threshold_backward(g, x, 0.0),
+    "softplus_backward": lambda g, x: A.softplus_backward(g, x, 1, 20),
+    "hardtanh_backward": lambda g, x: A.hardtanh_backward(g, x, -1, 1),
+    "elu_backward": lambda g, x: A.elu_backward(g, 1.0, 1, 1, False, x),
+    "leaky_relu_backward": lambda g, x: A.leaky_relu_backward(g, x, 0.01, False),
+    "hardsigmoid_backward": lambda g, x: A.hardsigmoid_backward(g, x),
+    "hardswish_backward": lambda g, x: A.hardswish_backward(g, x),
+    "logit_backward": lambda g, x: A.logit_backward(g, x.sigmoid()),
+    "gelu_backward": lambda g, x: A.gelu_backward(g, x),  # grad first: its layout
+}
+
+
+@pytest.mark.parametrize("op", GRADIENTS)
+def test_backward_results_are_laid_out_as_torch_compile_expects(op):
+    """A gradient of a transposed grad and a contiguous x is laid out as PyTorch's meta
+    kernel lays it out (CPU's differs for some): a compiled backward views these results
+    as its fake tensors, made by the meta kernels, say."""
+    torch.manual_seed(0)
+    grad, x = torch.randn(2, 32, 16).transpose(1, 2), torch.randn(2, 16, 32)
+    fn = GRADIENTS[op]
+    got = fn(to_tpu(grad), to_tpu(x))
+    assert got.stride() == fn(grad.to("meta"), x.to("meta")).stride()
+    assert_close(got.cpu(), fn(grad, x))
+
+
+def test_layer_norm_backward_grad_input_is_laid_out_as_torch_compile_expects():
+    # grad_input follows grad's layout, as PyTorch's meta kernel lays it out (CPU's is contiguous)
     torch.manual_seed(0)
     grad, x = torch.randn(2, 64, 13).transpose(1, 2), torch.randn(2, 13, 64)
-    got = torch.ops.aten.threshold_backward(to_tpu(grad), to_tpu(x), 0.0)
-    expected = torch.ops.aten.threshold_backward(grad, x, 0.0)
-    assert got.stride() == expected.stride()
-    assert_close(got.cpu(), expected)
     w, b = torch.randn(64), torch.randn(64)
-    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [64], w, b, 1e-5)
+    _, mean, rstd = A.native_layer_norm(x, [64], w, b, 1e-5)
     args = (grad, x, [64], mean, rstd, w, b, [True, True, True])
-    expected = torch.ops.aten.native_layer_norm_backward(*args)
-    meta = torch.ops.aten.native_layer_norm_backward(*[a.to("meta") if isinstance(a, torch.Tensor) else a
-                                                       for a in args])
-    got = torch.ops.aten.native_layer_norm_backward(*[to_tpu(a) if isinstance(a, torch.Tensor) else a for a in args])
+    expected = A.native_layer_norm_backward(*args)
+    meta = A.native_layer_norm_backward(*[a.to("meta") if isinstance(a, torch.Tensor) else a for a in args])
+    got = A.native_layer_norm_backward(*[to_tpu(a) if isinstance(a, torch.Tensor) else a for a in args])
     assert got[0].stride() == meta[0].stride() == grad.stride()
     for g, e in zip(got, expected):
         assert_close(g.cpu(), e)

@@ -548,11 +548,13 @@ at::Tensor activation(const char* op_name, std::vector<at::Tensor> tensors, cons
   return elementwise(name.c_str(), tensors, lowering::opmath_type(common), common, build, out, inplace);
 }
 
-// The Build that applies lowering kLowering to an op's first kArity inputs.
-template <auto kLowering, size_t kArity>
+// The Build that applies lowering kLowering to an op's first kArity inputs (the first
+// two swapped with kSwapFirstTwo: a gradient given (x, grad), see gradient_kernel_as_x).
+template <auto kLowering, size_t kArity, bool kSwapFirstTwo = false>
 Build lowering_build() {
   return [](ir::Graph& g, const std::vector<ir::Value>& v) {
-    auto apply = [&]<size_t... I>(std::index_sequence<I...>) { return kLowering(g, v[I]...); };
+    auto input = [&](size_t i) -> const ir::Value& { return v[kSwapFirstTwo && i < 2 ? 1 - i : i]; };
+    auto apply = [&]<size_t... I>(std::index_sequence<I...>) { return kLowering(g, input(I)...); };
     return apply(std::make_index_sequence<kArity>{});
   };
 }
@@ -568,6 +570,13 @@ at::Tensor activation_kernel(Overload o, const at::Tensor& self, Params... param
 template <auto kGradient, typename... Params>
 at::Tensor gradient_kernel(Overload o, const at::Tensor& grad, const at::Tensor& x, Params... params) {
   return activation(o.name, {grad, x}, {params...}, lowering_build<kGradient, 2 + sizeof...(Params)>(), o.out);
+}
+// The same for a gradient whose result PyTorch's meta kernel lays out as x when grad is
+// laid out otherwise (x is its first operand): torch.compile's fake tensors say so, and a
+// compiled backward's views rely on it. A new result follows its first input's layout.
+template <auto kGradient, typename... Params>
+at::Tensor gradient_kernel_as_x(Overload o, const at::Tensor& grad, const at::Tensor& x, Params... params) {
+  return activation(o.name, {x, grad}, {params...}, lowering_build<kGradient, 2 + sizeof...(Params), true>(), o.out);
 }
 
 bool gelu_uses_tanh(c10::string_view approximate) {
@@ -628,9 +637,9 @@ at::Tensor leaky_relu_backward(Overload o, const at::Tensor& grad, const at::Ten
               "This is caused by calling in-place forward function with a negative slope, "
               "please call out-of-place version instead. File an issue at https://github.com/pytorch/pytorch if you "
               "do require supporting in-place leakRelu backward calculation with negative slope");
-  return activation(o.name, {grad, x}, {slope},
+  return activation(o.name, {x, grad}, {slope},  // laid out as x (as gradient_kernel_as_x)
                     [](ir::Graph& g, const std::vector<ir::Value>& v) {
-                      return lowering::leaky_relu_backward(g, v[0], v[1], v[2]);
+                      return lowering::leaky_relu_backward(g, v[1], v[0], v[2]);
                     },
                     o.out);
 }
@@ -641,9 +650,9 @@ at::Tensor elu_backward(Overload o, const at::Tensor& grad, const c10::Scalar& a
               "In-place elu backward calculation is triggered with a negative slope which is not supported. "
               "This is caused by calling in-place forward function with a negative slope, "
               "please call out-of-place version instead.");
-  return activation(o.name, {grad, x_or_result}, {alpha, scale, input_scale},
+  return activation(o.name, {x_or_result, grad}, {alpha, scale, input_scale},  // laid out as x (as gradient_kernel_as_x)
                     [is_result](ir::Graph& g, const std::vector<ir::Value>& v) {
-                      return lowering::elu_backward(g, v[0], v[1], v[2], v[3], v[4], is_result);
+                      return lowering::elu_backward(g, v[1], v[0], v[2], v[3], v[4], is_result);
                     },
                     o.out);
 }
@@ -652,9 +661,9 @@ at::Tensor logit_backward(Overload o, const at::Tensor& grad, const at::Tensor& 
   std::vector<c10::Scalar> params;
   if (eps) params.push_back(*eps);
   bool has_eps = eps.has_value();
-  return activation(o.name, {grad, x}, params,
+  return activation(o.name, {x, grad}, params,  // laid out as x (as gradient_kernel_as_x)
                     [has_eps](ir::Graph& g, const std::vector<ir::Value>& v) {
-                      return lowering::logit_backward(g, v[0], v[1],
+                      return lowering::logit_backward(g, v[1], v[0],
                                                       has_eps ? std::optional<ir::Value>(v[2]) : std::nullopt);
                     },
                     o.out);
@@ -880,12 +889,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   impl_variants<gelu_backward, "gelu_backward">(m, kGradient);
   impl_variants<gradient_kernel<lowering::sigmoid_backward>, "sigmoid_backward">(m, kGradient);
   impl_variants<gradient_kernel<lowering::tanh_backward>, "tanh_backward">(m, kGradient);
-  impl_variants<gradient_kernel<lowering::hardtanh_backward, ScalarArg, ScalarArg>, "hardtanh_backward">(m, kGradient);
+  impl_variants<gradient_kernel_as_x<lowering::hardtanh_backward, ScalarArg, ScalarArg>, "hardtanh_backward">(m, kGradient);
   impl_variants<leaky_relu_backward, "leaky_relu_backward">(m, kGradient);
   impl_variants<elu_backward, "elu_backward">(m, kGradient);
-  impl_variants<gradient_kernel<lowering::softplus_backward, ScalarArg, ScalarArg>, "softplus_backward">(m, kGradient);
-  impl_variants<gradient_kernel<lowering::hardswish_backward>, "hardswish_backward">(m, kFunctionalAndOut);
-  impl_variants<gradient_kernel<lowering::hardsigmoid_backward>, "hardsigmoid_backward">(m, kGradient);
+  impl_variants<gradient_kernel_as_x<lowering::softplus_backward, ScalarArg, ScalarArg>, "softplus_backward">(m, kGradient);
+  impl_variants<gradient_kernel_as_x<lowering::hardswish_backward>, "hardswish_backward">(m, kFunctionalAndOut);
+  impl_variants<gradient_kernel_as_x<lowering::hardsigmoid_backward>, "hardsigmoid_backward">(m, kGradient);
   impl_variants<logit_backward, "logit_backward">(m, kGradient);
   // silu_backward and mish_backward keep ATen's differentiable composites
   // (a tpu kernel would hide them from double backward); only out= is ours.
