@@ -469,6 +469,22 @@ def test_a_sealed_program_takes_empty_tensor_arguments():
             torch.testing.assert_close(g.cpu(), e)
 
 
+def test_asserts_in_a_compiled_graph_are_checked_at_every_call():
+    # one_hot's graph asserts its classes are in range (torch._assert_async): the sealed
+    # program returns each check's value and every call records it, raised at the next read
+    def f(idx):
+        return torch.nn.functional.one_hot(idx, num_classes=4) * 2
+
+    compiled = torch.compile(f, backend="tpu")
+    for seed in range(3):  # capture, then replays
+        idx = torch.randint(0, 4, (8, 2), generator=torch.Generator().manual_seed(seed))
+        torch.testing.assert_close(compiled(idx.to("tpu")).cpu(), f(idx))
+    out = compiled(torch.tensor([[0, 5]] * 8).to("tpu"))
+    with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
+        out.cpu()
+    torch.testing.assert_close(compiled(idx.to("tpu")).cpu(), f(idx))  # consumed: later calls run as before
+
+
 def test_input_mutation_and_batchnorm_running_stats():
     def bump(x):
         x.add_(1)

@@ -5,7 +5,9 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -16,11 +18,6 @@
 
 namespace tpu::aten {
 namespace {
-
-struct PendingAssert {
-  at::Tensor holds;  // a bool copy of the value when asserted: later writes to it do not count
-  std::string message;
-};
 
 // More recorded checks than this are read at the next assert, so that a loop
 // that never reads its results does not keep tensors without bound.
@@ -44,15 +41,8 @@ void record(const at::Tensor& self, std::optional<c10::string_view> message) {
     TORCH_CHECK(self.item().toBool(), text);
     return;
   }
-  at::Tensor holds = at::_to_copy(self, at::kBool);
-  bool full;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    g_pending.push_back({std::move(holds), std::move(text)});
-    g_any.store(true, std::memory_order_release);
-    full = g_pending.size() > kMaxPending;
-  }
-  if (full) check_pending_asserts();
+  // A bool copy of the value when asserted: later writes to it do not count.
+  record_pending_assert({at::_to_copy(self, at::kBool), std::move(text)});
 }
 
 void assert_async(const at::Tensor& self) { record(self, std::nullopt); }
@@ -60,6 +50,28 @@ void assert_async(const at::Tensor& self) { record(self, std::nullopt); }
 void assert_async_msg(const at::Tensor& self, c10::string_view message) { record(self, message); }
 
 }  // namespace
+
+void record_pending_assert(PendingAssert check) {
+  bool full;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_pending.push_back(std::move(check));
+    g_any.store(true, std::memory_order_release);
+    full = g_pending.size() > kMaxPending;
+  }
+  if (full) check_pending_asserts();
+}
+
+std::vector<PendingAssert> take_pending_asserts(c10::function_ref<bool(const at::Tensor&)> taken) {
+  std::vector<PendingAssert> picked;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto kept = std::stable_partition(g_pending.begin(), g_pending.end(),
+                                    [&](const PendingAssert& check) { return !taken(check.holds); });
+  std::move(kept, g_pending.end(), std::back_inserter(picked));
+  g_pending.erase(kept, g_pending.end());
+  g_any.store(!g_pending.empty(), std::memory_order_release);
+  return picked;
+}
 
 void check_pending_asserts() {
   if (!g_any.load(std::memory_order_acquire)) return;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "aten/assert_async.h"
 #include "aten/program.h"
 #include "lowering/types.h"
 #include "runtime/device_allocator.h"
@@ -27,13 +28,38 @@ std::vector<engine::StorageValue*> storage_values(const std::vector<at::Tensor>&
 std::shared_ptr<CompiledProgram> CompiledProgram::seal(int device, uint64_t token,
                                                        const std::vector<at::Tensor>& inputs,
                                                        const std::vector<at::Tensor>& outputs) {
-  auto program = engine::CapturedProgram::seal(device, token, storage_values(inputs), storage_values(outputs));
+  // The graph's torch._assert_async checks (recorded since the capture began: their
+  // copies are pending on this device) become results of the program, checked after each call.
+  std::vector<PendingAssert> asserts = take_pending_asserts([&](const at::Tensor& holds) {
+    engine::StorageValue* v = holds.is_privateuseone() ? runtime::storage_value(holds.storage()) : nullptr;
+    return v != nullptr && v->device == device && v->in_pending_graph;
+  });
+  std::vector<at::Tensor> results = outputs;
+  for (const PendingAssert& check : asserts) results.push_back(check.holds);
+  std::shared_ptr<engine::CapturedProgram> program;
+  try {
+    program = engine::CapturedProgram::seal(device, token, storage_values(inputs), storage_values(results));
+  } catch (...) {
+    for (PendingAssert& check : asserts) record_pending_assert(std::move(check));
+    throw;
+  }
+  // Sealed, the first run gave the checks their values; cut, they stay pending eager work.
+  for (const PendingAssert& check : asserts) record_pending_assert(check);
   if (program == nullptr) return nullptr;
   auto compiled = std::make_shared<CompiledProgram>();
   compiled->program_ = std::move(program);
-  for (const at::Tensor& t : outputs)
+  for (const at::Tensor& t : results)
     compiled->outputs_.push_back({t.scalar_type(), t.sizes().vec(), t.strides().vec(), t.storage_offset()});
+  for (PendingAssert& check : asserts) compiled->assert_messages_.push_back(std::move(check.message));
   return compiled;
+}
+
+std::vector<at::Tensor> CompiledProgram::checked(std::vector<at::Tensor> results) const {
+  size_t first = results.size() - assert_messages_.size();
+  for (size_t i = 0; i < assert_messages_.size(); ++i)
+    record_pending_assert({std::move(results[first + i]), assert_messages_[i]});
+  results.resize(first);
+  return results;
 }
 
 std::vector<int> CompiledProgram::mutated_inputs() const {
@@ -80,7 +106,7 @@ std::vector<at::Tensor> CompiledProgram::call(std::span<const at::Tensor* const>
     upload.hold(scalar_storage_buffer(*t, device), ir::Type{lowering::to_ir(t->scalar_type()), {1}});
     values.push_back(&upload);
   }
-  std::vector<at::Tensor> outputs = wrap_outputs(program_->launch(values));
+  std::vector<at::Tensor> outputs = checked(wrap_outputs(program_->launch(values)));
   // The program wrote these CPU scalars (an optimizer's step counts): their new
   // values come back, outputs of one program, so the first download waits for all.
   for (auto [input, result] : program_->mutated_inputs()) {
@@ -99,7 +125,7 @@ std::vector<at::Tensor> CompiledProgram::call(std::span<const at::Tensor* const>
 }
 
 std::vector<at::Tensor> CompiledProgram::run(const std::vector<at::Tensor>& inputs) const {
-  return wrap_outputs(program_->launch(storage_values(inputs)));
+  return checked(wrap_outputs(program_->launch(storage_values(inputs))));
 }
 
 std::vector<at::Tensor> CompiledProgram::wrap_outputs(const std::vector<engine::BufferRef>& buffers) const {

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/pending_graph.h"
@@ -40,8 +41,12 @@ class CompiledProgram {
   };
   // Output tensors over the buffers of a launch.
   std::vector<at::Tensor> wrap_outputs(const std::vector<engine::BufferRef>& buffers) const;
+  // A launch's results less the values of the graph's asserts, which are recorded as
+  // pending checks (raised at the next read of tpu data, as eager ones).
+  std::vector<at::Tensor> checked(std::vector<at::Tensor> results) const;
   std::shared_ptr<engine::CapturedProgram> program_;
-  std::vector<Layout> outputs_;
+  std::vector<Layout> outputs_;  // the graph's results, then its asserts' values
+  std::vector<std::string> assert_messages_;
 };
 
 }  // namespace tpu::aten
