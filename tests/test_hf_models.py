@@ -279,6 +279,15 @@ def test_report_compile_mode_counts_a_zero_gradient_as_eager_none():
     assert hf_report._compare(kept, expected, lambda: None)[0].startswith("gradients for different parameters")
 
 
+def test_report_compile_mode_takes_cpu_compiled_as_reference_where_eager_differs():
+    # PaliGemma builds its attention mask otherwise when compiled: CPU eager and CPU under
+    # torch.compile(backend="aot_eager") differ by ~1 in the logits; tpu compiled matches the latter
+    from torch_tpu.tools import hf_report
+
+    record = hf_report.run_model("paligemma", "compile")
+    assert record["status"] == "native" and "CPU compiled" in record["reference"], record
+
+
 def test_report_records_topk_in_eager_code_only():
     # Dynamo traces the recorder's copies as side effects of the graph (glm4v_moe_text then
     # failed inside Dynamo): compiled code's topk calls are left unrecorded.
