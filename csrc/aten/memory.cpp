@@ -49,13 +49,13 @@ at::Tensor raw_pairs(const at::Tensor& t) { return at::view_as_real(t.is_conj() 
 
 void check_dtype(c10::ScalarType dtype) {
   if (dtype == c10::kComplexHalf) return;
-  // Asked once per dtype (the platform is fixed for the process): every new tensor checks.
-  static std::array<std::atomic<int8_t>, static_cast<size_t>(c10::ScalarType::NumOptions)> known{};  // 1 ok, 2 not
-  auto& k = known.at(static_cast<size_t>(dtype));
-  if (k.load(std::memory_order_relaxed) == 1) return;
+  // Asked once per supported dtype (the platform is fixed for the process): every new tensor checks.
+  static std::array<std::atomic<bool>, static_cast<size_t>(c10::ScalarType::NumOptions)> supported{};
+  auto& known = supported.at(static_cast<size_t>(dtype));
+  if (known.load(std::memory_order_relaxed)) return;
   std::string why = lowering::unsupported_dtype_reason(runtime::platform_name(), dtype);
-  k.store(why.empty() ? 1 : 2, std::memory_order_relaxed);
   TORCH_CHECK_TYPE(why.empty(), "torch_tpu: ", why);
+  known.store(true, std::memory_order_relaxed);
 }
 
 c10::Device target_device(std::optional<c10::Device> device) {
@@ -347,9 +347,8 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 
 at::Tensor new_tensor(c10::IntArrayRef shape, c10::ScalarType dtype, c10::Device device) {
   check_dtype(dtype);
-  if (device.index() == runtime::current_device())  // the allocator allocates on the current device
-    return at::detail::empty_generic(shape, runtime::tpu_allocator(), kTpuKeys, dtype, std::nullopt);
-  c10::DeviceGuard guard(target_device(device));
+  c10::OptionalDeviceGuard guard;  // the allocator allocates on the current device
+  if (device.index() != runtime::current_device()) guard.reset_device(target_device(device));
   return at::detail::empty_generic(shape, runtime::tpu_allocator(), kTpuKeys, dtype, std::nullopt);
 }
 

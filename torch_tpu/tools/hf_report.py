@@ -645,10 +645,9 @@ def run_model(model_type, mode, progress=lambda record: None):
         status = "fallback"
         record["fallback_ops"] = torch_tpu.metrics()["fallback_ops"]
     record["tpu_seconds"] = time.perf_counter() - start
-    if mode == "compile":
-        got = _without_zero_grads_eager_leaves_unset(got, expected)
     mismatch, record["matched_by_float64"] = _compare(
-        got, expected, lambda: _run(copy.deepcopy(tpu_model).double(), _moved(inputs, dtype=torch.float64), family))
+        _without_zero_grads_eager_leaves_unset(got, expected) if mode == "compile" else got, expected,
+        lambda: _run(copy.deepcopy(tpu_model).double(), _moved(inputs, dtype=torch.float64), family))
     if mismatch and mode == "compile" and _matches_cpu_compiled(got, tpu_model, inputs, family):
         # The model computes otherwise compiled than eager (a branch on
         # torch.compiler.is_compiling(), as PaliGemma's attention mask): CPU compiled is the reference.
@@ -665,8 +664,9 @@ def run_model(model_type, mode, progress=lambda record: None):
 
 
 def _matches_cpu_compiled(got, cpu_model, inputs, family):
-    """Whether `got` (a compile-mode run) matches the same model's forward compiled on CPU
-    by torch.compile(backend="aot_eager"): PyTorch's own compiled semantics, no backend."""
+    """Whether `got` (a compile-mode run, its gradients as they came) matches the same
+    model's forward compiled on CPU by torch.compile(backend="aot_eager"): PyTorch's own
+    compiled semantics, no backend."""
     import torch
 
     model = copy.deepcopy(cpu_model)
