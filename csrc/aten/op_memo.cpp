@@ -1,6 +1,7 @@
 #include "aten/op_memo.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -161,7 +162,12 @@ const Program::Recipe* find_or_record(Key& key, const char* name, int device,
     }
     if (entry.state == Entry::Unusable) return nullptr;
     auto recipe = std::make_unique<Program::Recipe>();
-    if (!record(*recipe)) recipe.reset();
+    if (record(*recipe)) {
+      static std::atomic<uint64_t> stamps{0};
+      recipe->stamp = ++stamps;
+    } else {
+      recipe.reset();
+    }
     // Looked up again: an op run while recording could have changed the memo.
     auto recorded = memo.find(hash);
     if (recorded == memo.end() || !std::equal(recorded->second.key.begin(), recorded->second.key.end(),

@@ -612,7 +612,7 @@ bool Program::apply_alone(const Recipe& recipe, std::span<const at::Tensor* cons
   written.reserve(recipe.writes.size());
   for (const Recipe::Write& write : recipe.writes)
     written.emplace_back(runtime::checked_storage_value(tensors[write.tensor]->storage()), ir::Value{write.node});
-  engine::defer_copy(device_, op_name_, recipe.graph, arguments, written);
+  engine::defer_copy(device_, op_name_, recipe.graph, recipe.stamp, arguments, written);
   return true;
 }
 

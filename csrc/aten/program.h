@@ -207,6 +207,9 @@ struct Program::Recipe {
     int node;
   };
   ir::Graph graph;
+  // Names `graph`, which never changes once recorded, for the process's life
+  // (ir::Graph::append_remembered): a later recipe at this address gets another.
+  uint64_t stamp = 0;
   std::vector<Parameter> parameters;  // in the order of the graph's parameters
   std::vector<Write> writes;
   c10::SmallVector<Operand, 4> operands;  // what the build noted, for error messages

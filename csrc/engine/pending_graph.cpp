@@ -492,12 +492,13 @@ std::vector<BufferRef> defer(int device, const char* op, ir::Graph&& graph,
                    });
 }
 
-void defer_copy(int device, const char* op, const ir::Graph& graph, std::span<const ProgramArgument> arguments,
+void defer_copy(int device, const char* op, const ir::Graph& graph, uint64_t stamp,
+                std::span<const ProgramArgument> arguments,
                 std::span<const std::pair<StorageValue*, ir::Value>> written) {
   if (arguments.size() != graph.num_parameters()) throw std::logic_error("defer_copy: one argument per parameter");
   append_op(device, op, arguments, written, {},
             [&](ir::Graph& pending, std::span<const ir::Value> inputs, std::vector<ir::Value>& mapped) {
-              pending.append_copy(graph, [&](size_t k) { return inputs[k]; }, mapped);
+              pending.append_remembered(graph, stamp, inputs, mapped);
             });
 }
 

@@ -41,8 +41,10 @@ std::vector<BufferRef> defer(int device, const char* op, ir::Graph&& graph,
                              std::span<const ir::Value> results);
 
 // defer() for a graph kept to be appended again (an op's remembered graph,
-// aten/op_memo.h): its nodes are copied, `graph` stays as it is.
-void defer_copy(int device, const char* op, const ir::Graph& graph, std::span<const ProgramArgument> arguments,
+// aten/op_memo.h): its nodes are copied, `graph` stays as it is. `stamp` names
+// `graph` (which never changes) for the process's life: see ir::Graph::append_remembered.
+void defer_copy(int device, const char* op, const ir::Graph& graph, uint64_t stamp,
+                std::span<const ProgramArgument> arguments,
                 std::span<const std::pair<StorageValue*, ir::Value>> written);
 
 // Runs the pending graph of `device` (or of every device), if any.

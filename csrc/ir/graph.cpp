@@ -196,6 +196,8 @@ void Graph::clear() {
   num_parameters_ = 0;
   replicas_.clear();
   options_ = GraphOptions{};
+  remembered_.clear();
+  remembered_ids_.clear();
   kept_.comparing = false;
   kept_.nodes = 0;
 }
@@ -207,6 +209,11 @@ void Graph::restart(const Fingerprint& kept_fingerprint) {
   kept_.outputs.swap(outputs_);
   kept_.aliases.swap(aliases_);
   kept_.replicas.swap(replicas_);
+  kept_.remembered.swap(remembered_);
+  kept_.remembered_ids.swap(remembered_ids_);
+  kept_.next_remembered = 0;
+  remembered_.clear();
+  remembered_ids_.clear();
   kept_.comparing = true;
   nodes_.keep_for_rebuild();
   operand_ids_.clear();
@@ -331,6 +338,58 @@ void Graph::append(Graph&& other, std::span<const Value> arguments, std::vector<
 void Graph::append_copied(const Graph& other, Value (*argument)(void*, size_t), void* context,
                           std::vector<Value>& mapped) {
   append_from(other, [&](size_t k) { return argument(context, k); }, mapped);
+}
+
+void Graph::append_remembered(const Graph& other, uint64_t stamp, std::span<const Value> arguments,
+                              std::vector<Value>& mapped) {
+  if (arguments.size() != other.num_parameters_) throw std::logic_error("ir: append needs one value per parameter");
+  const size_t start = nodes_.size();
+  if (stamp == 0 || !take_remembered(stamp, arguments, mapped))
+    append_from(other, [&](size_t k) { return arguments[k]; }, mapped);
+  if (stamp != 0) note_remembered(stamp, start, arguments, mapped);
+}
+
+bool Graph::take_remembered(uint64_t stamp, std::span<const Value> arguments, std::vector<Value>& mapped) {
+  if (!kept_.comparing) return false;
+  const size_t start = nodes_.size();
+  auto& copies = kept_.remembered;
+  size_t& next = kept_.next_remembered;
+  while (next < copies.size() && copies[next].start < start) ++next;
+  if (next == copies.size()) return false;
+  const RememberedCopy& copy = copies[next];
+  if (copy.start != start || copy.stamp != stamp || copy.num_arguments != arguments.size()) return false;
+  const int* ids = kept_.remembered_ids.data() + copy.ids;
+  for (size_t k = 0; k < arguments.size(); ++k)
+    if (ids[k] != arguments[k].id) return false;
+  // Every node so far is the kept one, so the copy's nodes and operand ids are
+  // the kept ones at this position, operand ids included, in one run.
+  if (copy.count > 0) {
+    const Node* first = nodes_.next_kept();
+    const Node* last = nodes_.kept_ahead(copy.count - 1);
+    if (start + copy.count > kept_.nodes || first == nullptr || last == nullptr ||
+        first->first_operand != operand_ids_.size())
+      return false;
+    operand_ids_.insert(operand_ids_.end(), kept_.operand_ids.begin() + first->first_operand,
+                        kept_.operand_ids.begin() + last->first_operand + last->num_operands);
+    nodes_.take_kept(copy.count);
+  }
+  mapped.resize(copy.num_mapped);
+  const int* mapped_ids = ids + copy.num_arguments;
+  for (uint32_t i = 0; i < copy.num_mapped; ++i) mapped[i].id = mapped_ids[i];
+  ++next;
+  return true;
+}
+
+void Graph::note_remembered(uint64_t stamp, size_t start, std::span<const Value> arguments,
+                            const std::vector<Value>& mapped) {
+  remembered_.push_back(RememberedCopy{stamp, static_cast<uint32_t>(start), static_cast<uint32_t>(nodes_.size() - start),
+                                       static_cast<uint32_t>(remembered_ids_.size()),
+                                       static_cast<uint32_t>(arguments.size()), static_cast<uint32_t>(mapped.size())});
+  size_t at = remembered_ids_.size();
+  remembered_ids_.resize(at + arguments.size() + mapped.size());
+  int* ids = remembered_ids_.data() + at;
+  for (Value v : arguments) *ids++ = v.id;
+  for (Value v : mapped) *ids++ = v.id;
 }
 
 std::vector<GraphPiece> Graph::split(std::span<const size_t> ends) const {

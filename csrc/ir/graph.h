@@ -166,6 +166,9 @@ class NodeStore {
   void keep_for_rebuild() { size_ = 0; }
   const Node* next_kept() const { return size_ < constructed_ ? slot(size_) : nullptr; }
   void take_kept() { ++size_; }
+  // The kept node `ahead` positions past next_kept() (nullptr past them); take_kept(n) takes n at once.
+  const Node* kept_ahead(size_t ahead) const { return size_ + ahead < constructed_ ? slot(size_ + ahead) : nullptr; }
+  void take_kept(size_t n) { size_ += n; }
   void drop_kept();
 
   template <class Store, class N>
@@ -287,6 +290,14 @@ class Graph {
     append_copied(other, [](void* f, size_t k) { return (*static_cast<F*>(f))(k); },
                   const_cast<void*>(static_cast<const void*>(&argument)), mapped);
   }
+  // append_copy() of a graph that never changes once made, named by `stamp`
+  // (unique to it for the process's life: an op's remembered graph), whose k-th
+  // parameter is `arguments[k]`. While rebuilding (restart()), a copy that the
+  // kept build made at this very position, of the same graph with the same
+  // arguments, is taken whole: its nodes are the kept ones by construction, so
+  // none is compared (a training step's ops are nearly all such copies).
+  void append_remembered(const Graph& other, uint64_t stamp, std::span<const Value> arguments,
+                         std::vector<Value>& mapped);
   // Input/output aliasing: the buffer of parameter `parameter` (by position)
   // is donated to output `output`, which must have the parameter's type.
   void alias_output(int parameter, int output) { aliases_.push_back({parameter, output}); }
@@ -367,8 +378,22 @@ class Graph {
   template <class Source, class Argument>
   void append_from(Source& other, Argument&& argument, std::vector<Value>& mapped);
 
+  // What append_remembered() did in this build, for a rebuild to redo it whole.
+  struct RememberedCopy {
+    uint64_t stamp;
+    uint32_t start, count;  // its nodes in this graph
+    uint32_t ids;           // where its arguments, then its mapped ids, start in remembered_ids_
+    uint32_t num_arguments, num_mapped;
+  };
+  // Takes the kept build's copy at this position when it is `stamp`'s with `arguments`.
+  bool take_remembered(uint64_t stamp, std::span<const Value> arguments, std::vector<Value>& mapped);
+  void note_remembered(uint64_t stamp, size_t start, std::span<const Value> arguments,
+                       const std::vector<Value>& mapped);
+
   NodeStore nodes_;
   std::vector<int> operand_ids_;
+  std::vector<RememberedCopy> remembered_;
+  std::vector<int> remembered_ids_;
   std::vector<int> outputs_;
   std::vector<std::pair<int, int>> aliases_;  // (parameter position, output index)
   size_t num_parameters_ = 0;
@@ -382,6 +407,9 @@ class Graph {
     std::vector<int> operand_ids, outputs, replicas;
     std::vector<std::pair<int, int>> aliases;
     Fingerprint fingerprint;
+    std::vector<RememberedCopy> remembered;
+    std::vector<int> remembered_ids;
+    size_t next_remembered = 0;  // the first remembered copy not yet passed
     Kept() = default;
     Kept(const Kept&) {}
     Kept& operator=(const Kept&) {
@@ -397,6 +425,9 @@ class Graph {
       replicas = std::move(other.replicas);
       aliases = std::move(other.aliases);
       fingerprint = other.fingerprint;
+      remembered = std::move(other.remembered);
+      remembered_ids = std::move(other.remembered_ids);
+      next_remembered = other.next_remembered;
       other.comparing = false;
       other.nodes = 0;
       return *this;
