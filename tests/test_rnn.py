@@ -100,8 +100,16 @@ def test_bfloat16_autocast_lstm_runs_natively():
     torch_tpu.reset_metrics()
     with torch.autocast("tpu", dtype=torch.bfloat16):
         out = tpu_lstm(x.to("tpu"))[0]
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        expected = lstm(x)[0]
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            expected = lstm(x)[0]
+    except RuntimeError as e:
+        # oneDNN's bf16 LSTM primitive needs AVX-512 (an AMD EPYC without it raises this);
+        # then the values come from CPU's native kernel, the dtype from oneDNN's (bfloat16).
+        if "primitive descriptor" not in str(e):
+            raise
+        with torch.backends.mkldnn.flags(enabled=False), torch.autocast("cpu", dtype=torch.bfloat16):
+            expected = lstm(x)[0].to(torch.bfloat16)
     assert out.dtype == expected.dtype
     torch.testing.assert_close(out.float().cpu(), expected.float(), rtol=2e-2, atol=2e-2)
     out.float().sum().backward()
