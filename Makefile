@@ -39,7 +39,7 @@ $(INTEGRATIONS_STAMP): tests/integrations/requirements.txt $(STAMP)
 
 test: build $(INTEGRATIONS_STAMP)
 	$(PY) tools/check_layers.py
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=30 tests
 
 $(BENCH_STAMP): bench/requirements.txt $(STAMP)
 	$(PY) -m pip install -q -r bench/requirements.txt
