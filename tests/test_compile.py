@@ -372,15 +372,9 @@ def test_compiled_gpt_with_eager_optimizer_matches_cpu():
     compiles = []
     for step in range(3):
         tokens, targets = workloads.gpt_batch(config, seed=step)
-        _, cpu_loss = cpu_model(tokens, targets)
-        cpu_opt.zero_grad()
-        cpu_loss.backward()
-        cpu_opt.step()
+        cpu_loss = workloads.train_step(cpu_model, cpu_opt, tokens, targets)
         before = torch_tpu.metrics()["compiles"]
-        _, tpu_loss = compiled(tokens.to("tpu"), targets.to("tpu"))
-        tpu_opt.zero_grad()
-        tpu_loss.backward()
-        tpu_opt.step()
+        tpu_loss = workloads.train_step(compiled, tpu_opt, tokens.to("tpu"), targets.to("tpu"))
         compiles.append(torch_tpu.metrics()["compiles"] - before)
         torch.testing.assert_close(tpu_loss.cpu(), cpu_loss.detach(), rtol=1e-4, atol=1e-5)
     assert compiles[2] == 0, compiles  # same shapes: no recompilation

@@ -311,11 +311,7 @@ tpu_opt = torch.optim.SGD(tpu_model.parameters(), lr=0.1)
 record = {"cpu_losses": [], "tpu_losses": [], "executions": [], "thread_switch_cuts": []}
 for step in range(4):
     tokens, targets = workloads.gpt_batch(config, seed=step)
-    _, loss = cpu_model(tokens, targets)
-    loss.backward()
-    cpu_opt.step()
-    cpu_opt.zero_grad()
-    record["cpu_losses"].append(loss.item())
+    record["cpu_losses"].append(workloads.train_step(cpu_model, cpu_opt, tokens, targets).item())
     torch.tpu.synchronize()
     if step == 3:
         torch.tpu.reset_peak_memory_stats()

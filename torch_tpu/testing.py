@@ -103,3 +103,12 @@ def gpt_batch(cfg, seed=0):
     start = torch.randint(0, cfg.vocab, (cfg.batch, 1), generator=g)
     seq = (start + torch.arange(cfg.seq + 1)) % cfg.vocab
     return seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+
+
+def train_step(model, opt, tokens, targets):
+    """One GPT training step (forward with targets, backward, optimizer step); returns the loss."""
+    _, loss = model(tokens, targets)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
