@@ -195,6 +195,11 @@ def test_report_shrinks_nested_configs_as_a_whole():
     assert config.text_config.hidden_size == config.vision_config.hidden_size == hf_report.TINY["hidden_size"]
     assert config.text_config.num_hidden_layers == config.vision_config.num_hidden_layers == 2
     assert config.text_config.vocab_size == hf_report.TINY["vocab_size"]
+    # a causal LM's too (Gemma 3: a vision tower beside its text model)
+    assert hf_report.family_of("gemma3").name == "causal-lm"
+    config = hf_report.tiny_config("gemma3")
+    assert config.text_config.hidden_size == config.vision_config.hidden_size == hf_report.TINY["hidden_size"]
+    assert config.text_config.vocab_size == hf_report.TINY["vocab_size"]
 
 
 def test_report_fits_multimodal_rotary_sections_to_the_tiny_head():

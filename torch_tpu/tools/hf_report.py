@@ -87,6 +87,7 @@ _INKLING2 = {"unpadded_vocab_size": 256, "swa_num_attention_heads": 4, "swa_num_
 # added to (or replacing) the generic ones; None removes a generic size the type's config refuses.
 OVERRIDES = {
     "bamba": {"attn_layer_indices": [1]},
+    "blt": {"encoder_hash_byte_group_vocab": 256},
     "cohere_compass_text": {"rope_parameters": {kind: {"rope_type": "default", "rope_theta": 10000.0}
                                                 for kind in ("full_attention", "sliding_attention")}},
     "dbrx": {"d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": 128,
@@ -170,15 +171,14 @@ def family_of(model_type):
 
 
 def tiny_config(model_type):
-    """The type's default config made small; in the families after causal LM, its nested
-    configs too (a vision tower and a text model are shrunk as a whole)."""
+    """The type's default config made small, its nested configs too (a vision tower and a
+    text model are shrunk as a whole)."""
     from transformers import AutoConfig
 
     family = family_of(model_type)
     config = _shrunk(AutoConfig.for_model(model_type), model_type, family,
                      lambda sizes: AutoConfig.for_model(model_type, **sizes))
-    if family is not FAMILIES[0]:
-        _shrink_nested(config, family)
+    _shrink_nested(config, family)
     return config
 
 
@@ -195,7 +195,9 @@ def _shrink_nested(config, family, depth=3):
             small = _shrunk(sub, getattr(sub, "model_type", ""), family,
                             lambda sizes: kind.from_dict(dict(sub.to_dict(), **sizes)))
             setattr(config, name, small)
-        except (AttributeError, TypeError, ValueError):  # kept as it was: the size check names it
+        # Kept as it was (the size check names it); RuntimeError: a config with per-layer
+        # sizes (Gemma 4 and kin) refuses to be read as one.
+        except (AttributeError, TypeError, ValueError, RuntimeError):
             continue
         _shrink_nested(small, family, depth - 1)
 
