@@ -2,6 +2,9 @@
 // and backward. The math is in lowering/nn.*; this file is ATen's contract
 // (shapes, dtypes, checks, optional tensors, out= variants, running stats).
 #include <ATen/ExpandUtils.h>
+#include <ATen/OpMathType.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -149,15 +152,48 @@ Tensor3 layer_norm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape
   return {out, mean, rstd};
 }
 
+// The layout of an elementwise result of these operands as ATen's TensorIterator picks it
+// (meta tensors: layouts without data).
+at::Tensor meta_elementwise(std::initializer_list<at::Tensor> operands) {
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(false).check_all_same_dtype(false);
+  config.add_owned_output(at::Tensor());
+  for (const at::Tensor& t : operands) config.add_owned_const_input(t);
+  return config.build().output(0);
+}
+
+// grad_input laid out as torch.compile's fake tensors have it: PyTorch's decomposition of
+// native_layer_norm_backward (its meta kernel), replayed on layouts. Its `.to(computation
+// dtype, contiguous_format)` keeps a tensor of that dtype as it is unless the tensor suggests
+// channels-last; the keepdim sums and the unsqueezed statistics are contiguous. CPU's
+// grad_input is always contiguous; a compiled backward views ours as the fake one is laid out.
+at::Tensor layer_norm_grad_input(const at::Tensor& grad, const at::Tensor& input, const OptTensor& weight,
+                                 int64_t axis) {
+  if (grad.is_contiguous() && input.is_contiguous()) return new_tensor(input, input.sizes(), input.scalar_type());
+  const at::TensorOptions meta = at::TensorOptions().dtype(at::kFloat).device(c10::kMeta);
+  const c10::ScalarType compute = at::toOpMathType(input.scalar_type());
+  auto cast = [&](const at::Tensor& t) {
+    bool kept = t.scalar_type() == compute && t.suggest_memory_format() == at::MemoryFormat::Contiguous;
+    return kept ? at::empty_strided(t.sizes(), t.strides(), meta) : at::empty(t.sizes(), meta);
+  };
+  c10::DimVector stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
+  stat_shape.resize(input.dim(), 1);
+  const at::Tensor g = cast(grad), stat = at::empty(stat_shape, meta);
+  const at::Tensor x_hat = meta_elementwise({meta_elementwise({cast(input), stat}), stat});  // (x - mean) * rstd
+  const at::Tensor a = meta_elementwise({defined(weight) ? meta_elementwise({g, cast(*weight)}) : g});  // g * w * N
+  const at::Tensor inner = meta_elementwise({meta_elementwise({a, stat}), meta_elementwise({x_hat, stat})});
+  const at::Tensor layout = meta_elementwise({stat, inner});  // rstd / N * inner
+  return at::empty_strided(input.sizes(), layout.strides(),
+                           at::TensorOptions().dtype(input.scalar_type()).device(input.device()));
+}
+
 Tensor3 layer_norm_backward(const at::Tensor& grad, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
                             const at::Tensor& mean, const at::Tensor& rstd, const OptTensor& weight,
                             const OptTensor& bias, std::array<bool, 3> mask) {
   int64_t axis = layer_norm_axis(input, normalized_shape, weight, bias);
   c10::DeviceGuard guard(input.device());
   at::Tensor gi, gw, gb;
-  // Laid out as PyTorch's meta kernel lays it out (grad's layout first, as an elementwise
-  // result of grad and input; torch.compile's fake tensors say so), though CPU's is contiguous.
-  if (mask[0]) gi = new_elementwise_output({grad, input}, input.sizes(), input.scalar_type(), input.device());
+  if (mask[0]) gi = layer_norm_grad_input(grad, input, weight, axis);
   if (mask[1] && defined(weight)) gw = new_tensor(input, weight->sizes(), weight->scalar_type());
   if (mask[2]) {
     const at::Tensor& like = defined(bias) ? *bias : defined(weight) ? *weight : input;
