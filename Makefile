@@ -11,6 +11,8 @@ INTEGRATIONS_STAMP := $(VENV)/.integration-requirements-installed
 # e.g. make bench BENCH_ARGS='--workloads mlp gpt-tiny --modes cpu strict --steps 10'
 BENCH_ARGS ?=
 HOST_BENCH_ARGS ?=
+# pytest workers for make test (CI's machine has two cores); 0 runs in this process.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test bench build clean
 
@@ -39,7 +41,7 @@ $(INTEGRATIONS_STAMP): tests/integrations/requirements.txt $(STAMP)
 
 test: build $(INTEGRATIONS_STAMP)
 	$(PY) tools/check_layers.py
-	$(PY) -m pytest -q --durations=30 tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30 tests
 
 $(BENCH_STAMP): bench/requirements.txt $(STAMP)
 	$(PY) -m pip install -q -r bench/requirements.txt
