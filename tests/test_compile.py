@@ -401,6 +401,26 @@ def test_compiled_graphs_take_aotautograds_boxed_arguments():
     torch.testing.assert_close(loss.detach().cpu(), loss_fn(x).detach().cpu())
 
 
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "op by op"])
+def test_a_result_laid_out_otherwise_than_traced_is_copied_into_the_traced_layout(sealed):
+    # A graph traced with contiguous fake tensors views mul's result; given a transposed input,
+    # tpu's mul (as CPU's) follows the input's layout, which the view cannot take: the result
+    # is copied into the traced layout, and counted as a lowering to fix.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x):
+        y = torch.ops.aten.mul.Tensor(x, 2.0).view(-1) + 1
+        return [y] if sealed else [y, torch.rand_like(x)]  # a graph that draws runs op by op
+
+    graph = _compile.CompiledGraph(make_fx(f, tracing_mode="fake")(torch.randn(3, 4)))
+    x = torch.randn(4, 3).t()
+    before = _compile.stats()["layout_copies"].get("aten.mul.Tensor", 0)
+    for _ in range(2):
+        torch.testing.assert_close(graph(x.to("tpu"))[0].cpu(), x.reshape(-1) * 2 + 1)
+    assert _compile.stats()["layout_copies"]["aten.mul.Tensor"] - before == (1 if sealed else 2)
+    assert bool(graph.programs) == sealed
+
+
 def test_guards_recompile_only_for_new_shapes():
     counter = torch._dynamo.testing.CompileCounterWithBackend("tpu")
 

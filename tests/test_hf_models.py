@@ -270,6 +270,7 @@ def test_report_runs_a_model_compiled():
     record = hf_report.run_model("llama", "compile")
     assert record["status"] == "native", record
     assert record["compiled_graphs"] > 0 and record["graph_breaks"] == 0
+    assert record["layout_copies"] == {}  # every lowering lays its results out as the fake tensors
 
 
 def test_report_compile_mode_counts_a_zero_gradient_as_eager_none():

@@ -45,12 +45,16 @@ _stats = {"compiled_graphs": 0, "captures": 0, "replays": 0, "compile_eager_grap
           "default_backend_graphs": 0,  # torch.compile's default backend, given a graph on tpu
           # dynamic shapes (see _buckets.py): calls run padded to a bucket, calls that had
           # symbolic sizes but ran with exact shapes, and why (graphs counted once per reason)
-          "padded_calls": 0, "exact_dynamic_calls": 0, "unpadded_graphs": {}}
+          "padded_calls": 0, "exact_dynamic_calls": 0, "unpadded_graphs": {},
+          # results a lowering laid out otherwise than the fake tensors said, copied into
+          # the traced layout while capturing (by op: each is a lowering to fix)
+          "layout_copies": {}}
 
 
 def stats():
     out = dict(_stats)
     out["unpadded_graphs"] = dict(_stats["unpadded_graphs"])
+    out["layout_copies"] = dict(_stats["layout_copies"])
     return out
 
 
@@ -104,6 +108,7 @@ class CompiledGraph:
         self._plan = None
         self.padded_calls = {}  # real sizes -> _PaddedCall, or _EXACT, under padded_calls_policy
         self.padded_calls_policy = None
+        self.relaid = False  # a capture copied a result into its traced layout
         if forward is not None:
             forward.backward = self
 
@@ -225,7 +230,16 @@ class CompiledGraph:
     def _run_fused(self, fn, args):
         from . import modes
         with modes.eager_mode("fused"):
-            return fn(*args)
+            return self._as_traced(fn)(*args)
+
+    def _as_traced(self, fn, capturing=False):
+        """The graph's own code run so that every result is laid out as its fake tensor:
+        later views in the graph, AOTAutograd's regenerated output aliases and the caller
+        were all traced against those strides. Captures check (once per signature); op-by-op
+        calls pay for the interpreter only where a capture found a result to copy."""
+        if fn is not self.gm or not (capturing or self.relaid):
+            return fn
+        return lambda *args: _TracedLayouts(self).run(*args)
 
     def _run(self, args, fn, key):
         signature = _signature(args)
@@ -282,7 +296,7 @@ class CompiledGraph:
         token = _C._begin_capture(device)
         _C._set_eager_mode("fused")  # nothing pending: no cut
         try:
-            outputs = fn(*args)
+            outputs = self._as_traced(fn, capturing=True)(*args)
         except BaseException:
             _C._abandon_capture(device)
             _C._set_eager_mode(previous)
@@ -313,9 +327,48 @@ class CompiledGraph:
         kind, slots = layout
         it = iter(results)
         flat = [next(it) if slot is _TENSOR else slot for slot in slots]
-        if kind in (list, tuple):
+        if issubclass(kind, (list, tuple)):
             return kind(flat)
         return flat[0]
+
+
+class _TracedLayouts(torch.fx.Interpreter):
+    """Runs a graph copying each result that a lowering laid out otherwise than the
+    graph's fake tensor into the fake tensor's layout, counted by op."""
+
+    def __init__(self, compiled):
+        super().__init__(compiled.gm)
+        self.compiled = compiled
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        if n.op == "call_function" and _is_tpu(result):
+            fake = n.meta.get("val")
+            if isinstance(fake, torch.Tensor) and not _returns_alias(n) and _laid_out_otherwise(result, fake):
+                relaid = torch.empty_strided(result.shape, fake.stride(), dtype=result.dtype, device=result.device)
+                result = relaid.copy_(result)
+                op = str(n.args[0].target if n.target is operator.getitem else n.target)
+                _stats["layout_copies"][op] = _stats["layout_copies"].get(op, 0) + 1
+                self.compiled.relaid = True
+        return result
+
+
+def _returns_alias(node):
+    """Whether a node's result is a view or an in-place result (whose layout is its input's)."""
+    target = node.args[0].target if node.target is operator.getitem and node.args and \
+        isinstance(node.args[0], torch.fx.Node) else node.target
+    schema = getattr(target, "_schema", None)
+    return schema is None or any(r.alias_info is not None for r in schema.returns)
+
+
+def _laid_out_otherwise(real, fake):
+    shape, strides = tuple(fake.shape), tuple(fake.stride())
+    if not all(type(s) is int for s in shape + strides) or tuple(real.shape) != shape:
+        return False  # symbolic sizes: not checked
+    if all(a == b for a, b, size in zip(real.stride(), strides, shape) if size > 1):
+        return False
+    from torch._prims_common import is_non_overlapping_and_dense_or_false
+    return is_non_overlapping_and_dense_or_false(fake)
 
 
 class HostPrelude:

@@ -618,6 +618,7 @@ def run_model(model_type, mode, progress=lambda record: None):
             torch._dynamo.reset()
             torch._dynamo.utils.counters.clear()
             graphs_before = _compile.stats()["compiled_graphs"]
+            copies_before = _compile.stats()["layout_copies"]
             model.forward = torch.compile(model.forward, backend="tpu")
         with _TopkRecorder() as tpu_topk:
             got = _run(model, _moved(inputs, "tpu"), family)
@@ -626,6 +627,9 @@ def run_model(model_type, mode, progress=lambda record: None):
         if mode == "compile":  # graph breaks are allowed, and counted
             record["graph_breaks"] = sum(torch._dynamo.utils.counters["graph_break"].values())
             record["compiled_graphs"] = _compile.stats()["compiled_graphs"] - graphs_before
+            # results a lowering laid out otherwise than the fake tensors (lowerings to fix)
+            copies = {op: n - copies_before.get(op, 0) for op, n in _compile.stats()["layout_copies"].items()}
+            record["layout_copies"] = {op: n for op, n in copies.items() if n}
         return got
 
     start = time.perf_counter()
