@@ -202,6 +202,20 @@ def test_report_shrinks_nested_configs_as_a_whole():
     assert config.text_config.vocab_size == hf_report.TINY["vocab_size"]
 
 
+def test_report_builds_a_head_that_takes_a_part_of_a_composite_config_from_that_part():
+    # MusicGen Melody's causal LM is its decoder: given the composite config it failed to build;
+    # its decoder's config (tiny, one codebook) builds it, and it runs as on CPU
+    from torch_tpu.tools import hf_report
+
+    family = hf_report.family_of("musicgen_melody")
+    config, head = hf_report._head_config(family, hf_report.tiny_config("musicgen_melody"))
+    assert head.__name__ == "MusicgenMelodyForCausalLM" and isinstance(config, head.config_class)
+    assert config.num_codebooks == 1 and config.hidden_size == hf_report.TINY["hidden_size"]
+    assert hf_report._head_config(hf_report.family_of("llama"), hf_report.tiny_config("llama"))[1] is None
+    record = hf_report.run_model("musicgen_melody", "strict")
+    assert record["status"] == "native", record
+
+
 def test_report_fits_multimodal_rotary_sections_to_the_tiny_head():
     # Qwen2-VL and kin split each head's rotary frequencies into time, height and width
     # sections sized for the default head; their sum must be half the tiny head's rotary dims.

@@ -114,11 +114,16 @@ OVERRIDES = {
                        "ngram_vocab_size_base": 256, "split_ngram_parts": 2},
     "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
     "xlnet": {"max_position_embeddings": None, "d_head": 16},
+    "xmod": {"default_language": "en_XX"},  # the language adapter a batch without `lang_ids` takes
     "zamba": {"num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1,
               "layers_block_type": ["mamba", "hybrid"] * 2, "attention_hidden_size": 128,
               "attention_head_dim": 32, "mamba_dt_rank": 8},
     "zaya": {"num_experts_per_tok": 1},
 }
+# Settings of the sub-config a head is built from (_head_config): MusicGen's decoder reads
+# a batch's rows as (batch x codebooks) and the report's batch is 2; generate starts from a token.
+_MUSICGEN_DECODER = {"num_codebooks": 1, "pad_token_id": 0, "decoder_start_token_id": 0}
+HEAD_CONFIGS = {"musicgen": _MUSICGEN_DECODER, "musicgen_melody": _MUSICGEN_DECODER}
 BATCH, SEQ, NEW_TOKENS = 2, 16, 4
 AUDIO_SAMPLES = 16000  # a second at 16 kHz: enough frames after every feature encoder's strides
 Family = collections.namedtuple("Family", "name mapping auto_class inputs generates")
@@ -361,7 +366,10 @@ def make_inputs(family, config, model=None):
     if family.inputs == "audio":
         return {"input_values": torch.randn(BATCH, AUDIO_SAMPLES, generator=g), "labels": classes()}
     ids = torch.randint(1, getattr(config, "vocab_size", None) or 256, (BATCH, SEQ), generator=g)
-    return {"input_ids": ids, "labels": classes() if family.inputs == "text-classes" else ids}
+    if family.inputs == "text-classes":
+        return {"input_ids": ids, "labels": classes()}
+    # an audio-codebook decoder (MusicGen's, one codebook) takes labels per codebook
+    return {"input_ids": ids, "labels": ids.unsqueeze(-1) if getattr(config, "num_codebooks", 0) == 1 else ids}
 
 
 def _pixels(config, g):
@@ -575,6 +583,25 @@ def _compare(got, expected, reference):
     return None, by_float64
 
 
+def _head_config(family, config):
+    """A composite config's sub-config and the head class that takes it, where the family's
+    head is built from a part (MusicGen's causal LM is its decoder); else (config, None)."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+    name = getattr(modeling_auto, family.mapping).get(config.model_type)
+    head = getattr(transformers, name, None) if isinstance(name, str) else None
+    wanted = getattr(head, "config_class", None)
+    if wanted is None or isinstance(config, wanted):
+        return config, None
+    for part in getattr(config, "sub_configs", {}):
+        value = getattr(config, part, None)
+        if isinstance(value, wanted):
+            for knob, setting in HEAD_CONFIGS.get(config.model_type, {}).items():
+                setattr(value, knob, setting)
+            return value, head
+    return config, None
+
+
 def run_model(model_type, mode, progress=lambda record: None):
     """One model type in this process: a record {model, family, status, ...}. `progress(record)`
     gets what the record would say if the process ended at that point."""
@@ -588,13 +615,16 @@ def run_model(model_type, mode, progress=lambda record: None):
     progress(dict(record, status="config", error="the process ended while the model was built or run on CPU"))
     try:
         config = tiny_config(model_type)
+        config, head = _head_config(family, config)
+        # the auto class would give such a head the composite config
+        build = auto_class.from_config if head is None else head._from_config
         with torch.device("meta"):  # a config the shrinking missed (nested ones) can be huge
-            size = sum(p.numel() for p in auto_class.from_config(config).parameters())
+            size = sum(p.numel() for p in build(config).parameters())
         if size > MAX_PARAMETERS:
             record.update(status="config", error="%d parameters after shrinking the config" % size)
             return record
         torch.manual_seed(0)
-        cpu_model = auto_class.from_config(config).eval()
+        cpu_model = build(config).eval()
         jitter(cpu_model)
         tpu_model = copy.deepcopy(cpu_model)
         inputs = make_inputs(family, config, cpu_model)
