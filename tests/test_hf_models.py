@@ -252,6 +252,35 @@ def test_report_runs_a_base_model_on_its_main_input(model_type, fed):
     assert (record["family"], record["status"]) == ("base-model", "native"), record
 
 
+# Inputs of the kinds a base model's main input names: a Qwen-VL-style vision tower's
+# flattened patches with their grids, a video model's frames, an audio codec's mono waveform
+# (batch, channels, samples), a time series' past values with their observed mask.
+@pytest.mark.parametrize("model_type, shapes", [
+    ("qwen2_5_vl_vision", {"hidden_states": (2 * 16, 3 * 2 * 14 * 14), "grid_thw": (2, 3)}),
+    ("videomae", {"pixel_values": (2, 16, 3, 32, 32)}),
+    ("encodec", {"input_values": (2, 1, 16000)}),
+    ("patchtst", {"past_values": (2, 32, 1), "past_observed_mask": (2, 32, 1)}),
+])
+def test_report_feeds_a_base_model_inputs_of_its_kind(model_type, shapes):
+    import transformers
+    from torch_tpu.tools import hf_report
+
+    config = hf_report.tiny_config(model_type)
+    inputs = hf_report.make_inputs(hf_report.family_of(model_type), config, transformers.AutoModel.from_config(config))
+    assert {k: tuple(v.shape) for k, v in inputs.items() if isinstance(v, torch.Tensor)} == shapes
+    record = hf_report.run_model(model_type, "strict")
+    assert (record["family"], record["status"]) == ("base-model", "native"), record
+
+
+def test_report_shrinks_a_size_a_config_keeps_per_axis_or_stage():
+    # Hiera's image size is (height, width), CvT's embedding width one per stage: the tiny
+    # size for each, in the container the config's type checks ask for
+    from torch_tpu.tools import hf_report
+
+    assert list(hf_report.tiny_config("hiera").image_size) == [32, 32]
+    assert list(hf_report.tiny_config("cvt").embed_dim) == [16, 16, 16]
+
+
 def test_report_resumes_and_runs_types_side_by_side(tmp_path, monkeypatch):
     # --jobs runs types at a time; --resume keeps the records of that mode already written
     # and runs only the types they lack; the JSON is written after each type.

@@ -347,17 +347,23 @@ class _TracedLayouts(torch.fx.Interpreter):
             if isinstance(fake, torch.Tensor) and not _returns_alias(n) and _laid_out_otherwise(result, fake):
                 relaid = torch.empty_strided(result.shape, fake.stride(), dtype=result.dtype, device=result.device)
                 result = relaid.copy_(result)
-                op = str(n.args[0].target if n.target is operator.getitem else n.target)
+                op = str(_producer(n))
                 _stats["layout_copies"][op] = _stats["layout_copies"].get(op, 0) + 1
                 self.compiled.relaid = True
         return result
 
 
+def _producer(node):
+    """The op that computed a node's result: the node's own, or for an item of a tuple
+    result (getitem) the op that returned the tuple."""
+    if node.target is operator.getitem and node.args and isinstance(node.args[0], torch.fx.Node):
+        return node.args[0].target
+    return node.target
+
+
 def _returns_alias(node):
     """Whether a node's result is a view or an in-place result (whose layout is its input's)."""
-    target = node.args[0].target if node.target is operator.getitem and node.args and \
-        isinstance(node.args[0], torch.fx.Node) else node.target
-    schema = getattr(target, "_schema", None)
+    schema = getattr(_producer(node), "_schema", None)
     return schema is None or any(r.alias_info is not None for r in schema.returns)
 
 

@@ -39,6 +39,7 @@ import copy
 import functools
 import inspect
 import json
+import math
 import os
 import subprocess
 import sys
@@ -75,6 +76,9 @@ TINY_OTHER_FAMILIES = {
     # audio: a short feature encoder
     "conv_dim": [32, 32], "conv_stride": [5, 2], "conv_kernel": [10, 3], "num_conv_pos_embeddings": 16,
     "num_conv_pos_embedding_groups": 4,
+    # sizes of their own names that leave a model over MAX_PARAMETERS otherwise
+    "entity_vocab_size": 256, "upsample_initial_channel": 32, "projection_hidden_dim": 64, "text_hidden_size": 64,
+    "projector_hidden_size": 64, "merged_hidden_size": 64,
 }
 # A list-valued size keeps the default's length: the tiny list is cut or its last item repeated.
 LIST_SIZES = ("hidden_sizes", "depths", "conv_dim", "conv_stride", "conv_kernel")
@@ -90,29 +94,56 @@ OVERRIDES = {
     "blt": {"encoder_hash_byte_group_vocab": 256},
     "cohere_compass_text": {"rope_parameters": {kind: {"rope_type": "default", "rope_theta": 10000.0}
                                                 for kind in ("full_attention", "sliding_attention")}},
+    "autoformer": {"prediction_length": 4, "context_length": 8, "label_length": 4},
+    "audio-spectrogram-transformer": {"max_length": 64, "num_mel_bins": 32},  # spectrogram frames and bins
+    "bit": {"num_groups": 8},  # group norm over the tiny stages' 16 channels
+    "blip_2_qformer": {"encoder_hidden_size": 64},  # the vision tower's (tiny) width
+    "dac": {"encoder_hidden_size": 8, "decoder_hidden_size": 64},  # doubled at each of 4 strides
+    # num_hidden_layers is their number of stages, which must match the stage lists
+    "convnext": {"num_hidden_layers": None}, "convnextv2": {"num_hidden_layers": None},
     "dbrx": {"d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": 128,
              "attn_config": lambda: _config_class("dbrx", "DbrxAttentionConfig")(kv_n_heads=1, rope_theta=10000.0,
                                                                                    clip_qkv=8.0),
              "ffn_config": lambda: _config_class("dbrx", "DbrxFFNConfig")(ffn_hidden_size=128, moe_num_experts=4,
                                                                           moe_top_k=2)},
     "deepseek_v2": {"num_experts_per_tok": 2},
+    "donut-swin": {"window_size": 1},  # attention windows within the tiny image's patches
     "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
+    "esm": {"vocab_size": 256},  # unset in the default config
+    "funnel": {"num_hidden_layers": None, "block_sizes": [1, 1, 1]},
+    "grounding-dino": {"num_queries": 8}, "mm-grounding-dino": {"num_queries": 8},  # of the tiny image's few tokens
     "gemma3n_text": {"num_kv_shared_layers": 0, "intermediate_size": 128, "hidden_size_per_layer_input": 16,
                      "vocab_size_per_layer_input": 256, "laurel_rank": 8, "activation_sparsity_pattern": [0.0, 0.0]},
     "granitemoehybrid": {"layer_types": ["mamba", "attention"], "mamba_n_heads": 8, "mamba_d_head": 16,
                          "mamba_d_state": 16, "mamba_chunk_size": 16},
+    "informer": {"prediction_length": 4},
     "inkling2_loop_text": _INKLING2,
     "inkling2_text": _INKLING2,
+    "instructblip_qformer": {"encoder_hidden_size": 64},
+    "instructblipvideo_qformer": {"encoder_hidden_size": 64},
     "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1},
     "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
     "longcat_flash": {"num_layers": 2, "ffn_hidden_size": 128, "expert_ffn_hidden_size": 32, "moe_topk": 2,
                       "zero_expert_num": 2, "head_dim": 8},
     "mamba2": {"num_heads": 8, "n_groups": 1, "chunk_size": 16},
+    # codec decoders upsample in groups of their default width
+    "mimi": {"upsample_groups": 64, "num_filters": 4}, "mimi_decoder": {"upsample_groups": 64},
+    "pocket_tts_audio_tokenizer": {"upsample_groups": 64}, "pocket_tts_audio_tokenizer_decoder": {"upsample_groups": 64},
+    "mobilebert": {"embedding_size": 32, "intra_bottleneck_size": 32},
     "prophetnet": {"num_hidden_layers": None, "num_encoder_layers": 2, "num_decoder_layers": 2},
     "qwen4_exp_text": {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 16, "indexer_budget": 8,
                        "indexer_compress_ratio": 2, "hc_lowrank": 16, "ple_embed_dim": 64,
                        "ngram_vocab_size_base": 256, "split_ngram_parts": 2},
+    "rt_detr": {"num_queries": 8}, "rt_detr_v2": {"num_queries": 8},
     "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
+    # a feature encoder of two convolutions, as the other speech models' (13 strides outrun a second of audio)
+    "sew": {"conv_dim": [32, 32], "conv_stride": [5, 2], "conv_kernel": [10, 3]},
+    "sew-d": {"conv_dim": [32, 32], "conv_stride": [5, 2], "conv_kernel": [10, 3]},
+    "squeezebert": {"embedding_size": 64},  # its embedding feeds the first block as is
+    "swin": {"window_size": 1},
+    "time_series_transformer": {"prediction_length": 4},
+    "timesfm": {"context_length": 64, "horizon_length": 32},
+    "timesfm2_5": {"context_length": 64, "horizon_length": 32},
     "xlnet": {"max_position_embeddings": None, "d_head": 16},
     "xmod": {"default_language": "en_XX"},  # the language adapter a batch without `lang_ids` takes
     "zamba": {"num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1,
@@ -125,6 +156,8 @@ OVERRIDES = {
 _MUSICGEN_DECODER = {"num_codebooks": 1, "pad_token_id": 0, "decoder_start_token_id": 0}
 HEAD_CONFIGS = {"musicgen": _MUSICGEN_DECODER, "musicgen_melody": _MUSICGEN_DECODER}
 BATCH, SEQ, NEW_TOKENS = 2, 16, 4
+PATCHES_AS_IMAGES = {"kimi_k25_vision"}
+WAVEFORMS_WITH_CHANNELS = {"dac", "omniasr_audio", "omniasr_ctc"}  # (batch, 1, samples) though their configs say no channels  # vision towers whose patch embedding does not unflatten patches
 AUDIO_SAMPLES = 16000  # a second at 16 kHz: enough frames after every feature encoder's strides
 Family = collections.namedtuple("Family", "name mapping auto_class inputs generates")
 # In the order a type is looked up: the first family whose mapping (in
@@ -220,6 +253,10 @@ def _shrunk(default, model_type, family, build):
                 del sizes[name]
                 continue
             sizes[name] = _as_long_as(sizes[name], getattr(default, name))
+    for name, value in sizes.items():  # a size a config keeps per stage or per axis: the same for each
+        kept = getattr(default, name)
+        if isinstance(kept, (list, tuple)) and kept and not isinstance(value, (list, tuple)):
+            sizes[name] = type(kept)([value] * len(kept))
     if tiny is not TINY:
         for name in ("num_heads", "num_attention_heads"):
             if isinstance(getattr(default, name, None), (list, tuple)):
@@ -361,10 +398,9 @@ def make_inputs(family, config, model=None):
     if family.inputs == "main":
         return _main_inputs(model, config, g)
     classes = lambda: torch.randint(0, config.num_labels, (BATCH,), generator=g)  # noqa: E731
-    if family.inputs == "image":
-        return {"pixel_values": _pixels(config, g), "labels": classes()}
-    if family.inputs == "audio":
-        return {"input_values": torch.randn(BATCH, AUDIO_SAMPLES, generator=g), "labels": classes()}
+    if family.inputs in ("image", "audio"):  # as the model's main input says: pixels, a waveform, features, ids
+        return dict(_main_inputs(model, config, g), labels=classes())
+        return dict(_main_inputs(model, config, g), labels=classes())
     ids = torch.randint(1, getattr(config, "vocab_size", None) or 256, (BATCH, SEQ), generator=g)
     if family.inputs == "text-classes":
         return {"input_ids": ids, "labels": classes()}
@@ -379,7 +415,24 @@ def _pixels(config, g):
 
     size = getattr(config, "image_size", None) or 32
     size = size if isinstance(size, int) else list(size.values() if isinstance(size, dict) else size)[0]
-    return torch.randn(BATCH, getattr(config, "num_channels", 3), size, size, generator=g)
+    frames = getattr(config, "num_frames", None)  # a video model: (batch, frames, channels, height, width)
+    return torch.randn(BATCH, *([frames] if frames else []), getattr(config, "num_channels", 3), size, size, generator=g)
+
+
+def _patches(model, g, grid=(1, 4, 4)):
+    """A batch of images as a vision tower of the Qwen-VL kind takes them: each image's
+    patches flattened (their count from its (time, height, width) grid of patches, which the
+    towers merge in 2x2 groups), and the grids. The flattened size is what the tower's patch
+    embedding (its first convolution or linear layer) reads; a tower that embeds patches
+    with a 2-d convolution unflattened takes them as images."""
+    import torch
+
+    embed = next(m for m in model.modules() if isinstance(m, (torch.nn.Conv3d, torch.nn.Conv2d, torch.nn.Linear)))
+    count = BATCH * math.prod(grid)
+    shape = embed.weight.shape[1:]
+    if not (isinstance(embed, torch.nn.Conv2d) and model.config.model_type in PATCHES_AS_IMAGES):
+        shape = (math.prod(shape),)
+    return torch.randn(count, *shape, generator=g), torch.tensor([list(grid)] * BATCH)
 
 
 def _is_dual_encoder(config):
@@ -404,10 +457,23 @@ def _main_inputs(model, config, g):
     vocab = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size",
                                                             None) or 256
     ids = lambda: torch.randint(1, vocab, (BATCH, SEQ), generator=g)  # noqa: E731
+    if "grid_thw" in required:  # a vision tower fed patches (Qwen-VL and kin)
+        patches, grid = _patches(model, g)
+        inputs = {"hidden_states" if "hidden_states" in accepts else "pixel_values": patches, "grid_thw": grid}
+        if "merge_sizes" in required:
+            inputs["merge_sizes"] = torch.ones(BATCH, dtype=torch.long)
+        return inputs
+    if name == "past_values":
+        return _series(config, accepts, g)
+    if "spatial_shapes" in accepts and name == "pixel_values":  # images as patch sequences of their own sizes (SigLIP 2)
+        return _patch_sequences(config, g)
     if name == "pixel_values":
         inputs = {"pixel_values": _pixels(config, g)}
-    elif name == "input_values":
-        inputs = {"input_values": torch.randn(BATCH, AUDIO_SAMPLES, generator=g)}
+    elif name == "input_values" and getattr(config, "num_mel_bins", None) and getattr(config, "max_length", None):
+        inputs = {"input_values": torch.randn(BATCH, config.max_length, config.num_mel_bins, generator=g)}  # a spectrogram
+    elif name == "input_values":  # a waveform; audio codecs take it with its channels
+        channels = getattr(config, "audio_channels", None) or (1 if config.model_type in WAVEFORMS_WITH_CHANNELS else None)
+        inputs = {"input_values": torch.randn(BATCH, *([channels] if channels else []), AUDIO_SAMPLES, generator=g)}
     elif name == "input_features":  # log-mel frames: Whisper-style (mels, frames) or (frames, features)
         mels = getattr(config, "num_mel_bins", None)
         if mels is not None and getattr(config, "max_source_positions", None):
@@ -420,12 +486,54 @@ def _main_inputs(model, config, g):
     if "pixel_values" in accepts and "pixel_values" not in inputs and (
             "pixel_values" in required or _is_dual_encoder(config)):
         inputs["pixel_values"] = _pixels(getattr(config, "vision_config", None) or config, g)
-    if "input_ids" in required and "input_ids" not in inputs:
-        inputs["input_ids"] = ids()
+    for other in sorted(required - set(inputs)):  # ids a second encoder reads (InstructBLIP's Q-Former)
+        if other.endswith("input_ids"):
+            inputs[other] = ids()
+    if "input_features_mask" in required:  # every frame is audio
+        inputs["input_features_mask"] = torch.ones(inputs["input_features"].shape[:2], dtype=torch.long)
     if "decoder_input_ids" in accepts and name != "decoder_input_ids":
         inputs["decoder_input_ids"] = ids()
     if "use_cache" in accepts:
         inputs["use_cache"] = False
+    return inputs
+
+
+def _patch_sequences(config, g, side=4):
+    """Images as SigLIP 2 takes them: each a sequence of flattened patches padded to the
+    config's count, a mask of the real ones and each image's (height, width) in patches."""
+    import torch
+
+    config = getattr(config, "vision_config", None) or config
+    patches = torch.randn(BATCH, config.num_patches, config.num_channels * config.patch_size ** 2, generator=g)
+    mask = torch.zeros(BATCH, config.num_patches, dtype=torch.long)
+    mask[:, :side * side] = 1
+    return {"pixel_values": patches, "pixel_attention_mask": mask, "spatial_shapes": torch.tensor([[side, side]] * BATCH)}
+
+
+def _series(config, accepts, g):
+    """A time-series model's inputs: a context of past values (and the lags its features
+    reach back), all observed, and where it predicts from time features, the future values
+    and features it is trained on."""
+    import torch
+
+    length = (getattr(config, "context_length", None) or config.prediction_length) + max(
+        getattr(config, "lags_sequence", None) or [0])
+    channels = getattr(config, "num_input_channels", None)
+    values = torch.randn(BATCH, length, *([channels] if channels else []), generator=g)
+    features = getattr(config, "num_time_features", None)
+    inputs = {"past_values": values}
+    for name in accepts:
+        if name in ("past_observed_mask", "observed_mask"):
+            inputs[name] = torch.ones_like(values)
+        elif name == "past_values_padding":
+            inputs[name] = torch.zeros(BATCH, length)
+        elif name == "freq":  # the frequency class of each series (TimesFM)
+            inputs[name] = torch.zeros(BATCH, 1, dtype=torch.long)
+        elif name == "past_time_features":
+            inputs[name] = torch.randn(BATCH, length, features, generator=g)
+        elif name == "future_time_features":
+            inputs[name] = torch.randn(BATCH, config.prediction_length, features, generator=g)
+            inputs["future_values"] = torch.randn(BATCH, config.prediction_length, generator=g)
     return inputs
 
 
@@ -464,8 +572,10 @@ def _run(model, inputs, family):
     if family.generates:
         prompt = inputs["input_ids"][:, : SEQ // 2]
         with torch.no_grad():
+            # one sequence a prompt, said outright: MusicGen's own generate reads it from a
+            # generation config made from the model config, where it is unset
             generated = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=NEW_TOKENS,
-                                       do_sample=False, pad_token_id=0)
+                                       do_sample=False, pad_token_id=0, num_return_sequences=1)
     return out.logits, out.loss, grads, generated
 
 
@@ -589,6 +699,8 @@ def _head_config(family, config):
     import transformers
     from transformers.models.auto import modeling_auto
     name = getattr(modeling_auto, family.mapping).get(config.model_type)
+    if isinstance(name, tuple) and config.architectures is None:  # the auto class picks one of several by it
+        config.architectures = [name[0]]
     head = getattr(transformers, name, None) if isinstance(name, str) else None
     wanted = getattr(head, "config_class", None)
     if wanted is None or isinstance(config, wanted):
