@@ -435,3 +435,12 @@ def test_report_names_topk_tie_order_as_the_cause_of_a_difference():
     other_scores = [(torch.tensor([[3.0, 0.0, 0.5, 1.0]]).to("tpu"), torch.tensor([[0, 3, 1]]).to("tpu"), -1)]
     assert hf_report._tie_order_call(cpu, other_scores) is None
     assert hf_report._tie_order_call(cpu, cpu) is None  # the same picks: no tie to name
+    # scores one rounding step apart, which the other engine's rounding ordered the other way
+    near = torch.tensor([[1.0, 0.5, 0.50000006, 0.1]])
+    cpu = [(near, torch.tensor([[0, 2, 1]]), -1)]
+    rounded = [(torch.tensor([[1.0, 0.50000006, 0.5, 0.1]]).to("tpu"), torch.tensor([[0, 1, 2]]).to("tpu"), -1)]
+    assert hf_report._tie_order_call(cpu, rounded) == 0
+    assert hf_report._tie_order_call([(near, torch.tensor([[0, 2]]), -1)],  # the other of the two taken
+                                     [(rounded[0][0], torch.tensor([[0, 1]]).to("tpu"), -1)]) == 0
+    # the same scores ordered otherwise: no rounding to blame
+    assert hf_report._tie_order_call(cpu, [(near.to("tpu"), torch.tensor([[0, 1, 2]]).to("tpu"), -1)]) is None

@@ -612,21 +612,24 @@ class _TopkRecorder:
 
 def _tie_order_call(cpu_calls, tpu_calls):
     """The number of the first topk call whose picks differ from CPU's only in which of
-    equally scored elements they took (scores within tolerance of CPU's, and the picks' values
-    in CPU's scores the same as CPU's picks'), or None. Which element of a tie topk returns
-    is unspecified (CPU, CUDA and tpu differ), and everything computed from it then differs."""
+    equally scored elements they took, or in what order: scores within tolerance of CPU's,
+    and at each place the two picks' CPU scores equal, or apart by no more than twice the
+    rounding between tpu's and CPU's scores, which then decides their order (RT-DETR's
+    query selection). Else None. Which element of a tie topk returns is unspecified (CPU,
+    CUDA and tpu differ), and everything computed from it then differs."""
     import torch
 
     for number, ((cpu_scores, cpu_picks, dim), (tpu_scores, tpu_picks, _)) in enumerate(zip(cpu_calls, tpu_calls)):
         tpu_scores, tpu_picks = tpu_scores.cpu(), tpu_picks.cpu()
-        if torch.equal(cpu_picks.sort(dim).values, tpu_picks.sort(dim).values):
+        if torch.equal(cpu_picks, tpu_picks):
             continue
         try:
             torch.testing.assert_close(tpu_scores, cpu_scores, **LOGITS_TOL)
         except AssertionError:
             return None
-        valued = [cpu_scores.gather(dim, picks.long()).sort(dim).values for picks in (cpu_picks, tpu_picks)]
-        return number if torch.equal(*valued) else None
+        rounding = (tpu_scores.double() - cpu_scores.double()).abs().max()
+        valued = [cpu_scores.double().gather(dim, picks.long()) for picks in (cpu_picks, tpu_picks)]
+        return number if (valued[0] - valued[1]).abs().max() <= 2 * rounding else None
     return None
 
 
@@ -803,7 +806,7 @@ def run_model(model_type, mode, progress=lambda record: None):
     if mismatch:
         tie = _tie_order_call(cpu_topk.calls, tpu_topk_calls)
         if tie is not None:
-            mismatch = "topk tie order: topk call %d took other elements of equal score than CPU's; then %s" % (
+            mismatch = "topk tie order: topk call %d took other elements of equal score than CPU's (or of scores as close as their rounding); then %s" % (
                 tie, mismatch)
         record.update(status="fails", error=mismatch)
     else:
