@@ -90,17 +90,17 @@ _INKLING2 = {"unpadded_vocab_size": 256, "swa_num_attention_heads": 4, "swa_num_
 # Types whose default config the generic shrinking above does not fit: constructor arguments
 # added to (or replacing) the generic ones; None removes a generic size the type's config refuses.
 OVERRIDES = {
+    "audio-spectrogram-transformer": {"max_length": 64, "num_mel_bins": 32},  # spectrogram frames and bins
+    "autoformer": {"prediction_length": 4, "context_length": 8, "label_length": 4},
     "bamba": {"attn_layer_indices": [1]},
+    "bit": {"num_groups": 8},  # group norm over the tiny stages' 16 channels
+    "blip_2_qformer": {"encoder_hidden_size": 64},  # the vision tower's (tiny) width
     "blt": {"encoder_hash_byte_group_vocab": 256},
     "cohere_compass_text": {"rope_parameters": {kind: {"rope_type": "default", "rope_theta": 10000.0}
                                                 for kind in ("full_attention", "sliding_attention")}},
-    "autoformer": {"prediction_length": 4, "context_length": 8, "label_length": 4},
-    "audio-spectrogram-transformer": {"max_length": 64, "num_mel_bins": 32},  # spectrogram frames and bins
-    "bit": {"num_groups": 8},  # group norm over the tiny stages' 16 channels
-    "blip_2_qformer": {"encoder_hidden_size": 64},  # the vision tower's (tiny) width
-    "dac": {"encoder_hidden_size": 8, "decoder_hidden_size": 64},  # doubled at each of 4 strides
     # num_hidden_layers is their number of stages, which must match the stage lists
     "convnext": {"num_hidden_layers": None}, "convnextv2": {"num_hidden_layers": None},
+    "dac": {"encoder_hidden_size": 8, "decoder_hidden_size": 64},  # doubled at each of 4 strides
     "dbrx": {"d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": 128,
              "attn_config": lambda: _config_class("dbrx", "DbrxAttentionConfig")(kv_n_heads=1, rope_theta=10000.0,
                                                                                    clip_qkv=8.0),
@@ -111,11 +111,11 @@ OVERRIDES = {
     "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
     "esm": {"vocab_size": 256},  # unset in the default config
     "funnel": {"num_hidden_layers": None, "block_sizes": [1, 1, 1]},
-    "grounding-dino": {"num_queries": 8}, "mm-grounding-dino": {"num_queries": 8},  # of the tiny image's few tokens
     "gemma3n_text": {"num_kv_shared_layers": 0, "intermediate_size": 128, "hidden_size_per_layer_input": 16,
                      "vocab_size_per_layer_input": 256, "laurel_rank": 8, "activation_sparsity_pattern": [0.0, 0.0]},
     "granitemoehybrid": {"layer_types": ["mamba", "attention"], "mamba_n_heads": 8, "mamba_d_head": 16,
                          "mamba_d_state": 16, "mamba_chunk_size": 16},
+    "grounding-dino": {"num_queries": 8}, "mm-grounding-dino": {"num_queries": 8},  # of the tiny image's few tokens
     "informer": {"prediction_length": 4},
     "inkling2_loop_text": _INKLING2,
     "inkling2_text": _INKLING2,
@@ -128,14 +128,15 @@ OVERRIDES = {
     "mamba2": {"num_heads": 8, "n_groups": 1, "chunk_size": 16},
     # codec decoders upsample in groups of their default width
     "mimi": {"upsample_groups": 64, "num_filters": 4}, "mimi_decoder": {"upsample_groups": 64},
-    "pocket_tts_audio_tokenizer": {"upsample_groups": 64}, "pocket_tts_audio_tokenizer_decoder": {"upsample_groups": 64},
     "mobilebert": {"embedding_size": 32, "intra_bottleneck_size": 32},
+    # a codec decoder as Mimi's: upsampled in groups of its default width
+    "pocket_tts_audio_tokenizer": {"upsample_groups": 64}, "pocket_tts_audio_tokenizer_decoder": {"upsample_groups": 64},
     "prophetnet": {"num_hidden_layers": None, "num_encoder_layers": 2, "num_decoder_layers": 2},
     "qwen4_exp_text": {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 16, "indexer_budget": 8,
                        "indexer_compress_ratio": 2, "hc_lowrank": 16, "ple_embed_dim": 64,
                        "ngram_vocab_size_base": 256, "split_ngram_parts": 2},
-    "rt_detr": {"num_queries": 8}, "rt_detr_v2": {"num_queries": 8},
     "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
+    "rt_detr": {"num_queries": 8}, "rt_detr_v2": {"num_queries": 8},
     # a feature encoder of two convolutions, as the other speech models' (13 strides outrun a second of audio)
     "sew": {"conv_dim": [32, 32], "conv_stride": [5, 2], "conv_kernel": [10, 3]},
     "sew-d": {"conv_dim": [32, 32], "conv_stride": [5, 2], "conv_kernel": [10, 3]},
@@ -156,8 +157,8 @@ OVERRIDES = {
 _MUSICGEN_DECODER = {"num_codebooks": 1, "pad_token_id": 0, "decoder_start_token_id": 0}
 HEAD_CONFIGS = {"musicgen": _MUSICGEN_DECODER, "musicgen_melody": _MUSICGEN_DECODER}
 BATCH, SEQ, NEW_TOKENS = 2, 16, 4
-PATCHES_AS_IMAGES = {"kimi_k25_vision"}
-WAVEFORMS_WITH_CHANNELS = {"dac", "omniasr_audio", "omniasr_ctc"}  # (batch, 1, samples) though their configs say no channels  # vision towers whose patch embedding does not unflatten patches
+PATCHES_AS_IMAGES = {"kimi_k25_vision"}  # vision towers whose patch embedding does not unflatten patches
+WAVEFORMS_WITH_CHANNELS = {"dac", "omniasr_audio", "omniasr_ctc"}  # (batch, 1, samples) though their configs say no channels
 AUDIO_SAMPLES = 16000  # a second at 16 kHz: enough frames after every feature encoder's strides
 Family = collections.namedtuple("Family", "name mapping auto_class inputs generates")
 # In the order a type is looked up: the first family whose mapping (in
@@ -400,7 +401,6 @@ def make_inputs(family, config, model=None):
     classes = lambda: torch.randint(0, config.num_labels, (BATCH,), generator=g)  # noqa: E731
     if family.inputs in ("image", "audio"):  # as the model's main input says: pixels, a waveform, features, ids
         return dict(_main_inputs(model, config, g), labels=classes())
-        return dict(_main_inputs(model, config, g), labels=classes())
     ids = torch.randint(1, getattr(config, "vocab_size", None) or 256, (BATCH, SEQ), generator=g)
     if family.inputs == "text-classes":
         return {"input_ids": ids, "labels": classes()}
@@ -423,14 +423,14 @@ def _patches(model, g, grid=(1, 4, 4)):
     """A batch of images as a vision tower of the Qwen-VL kind takes them: each image's
     patches flattened (their count from its (time, height, width) grid of patches, which the
     towers merge in 2x2 groups), and the grids. The flattened size is what the tower's patch
-    embedding (its first convolution or linear layer) reads; a tower that embeds patches
-    with a 2-d convolution unflattened takes them as images."""
+    embedding (its first convolution or linear layer) reads; the towers of PATCHES_AS_IMAGES
+    take each patch unflattened, as that layer's input."""
     import torch
 
     embed = next(m for m in model.modules() if isinstance(m, (torch.nn.Conv3d, torch.nn.Conv2d, torch.nn.Linear)))
     count = BATCH * math.prod(grid)
     shape = embed.weight.shape[1:]
-    if not (isinstance(embed, torch.nn.Conv2d) and model.config.model_type in PATCHES_AS_IMAGES):
+    if model.config.model_type not in PATCHES_AS_IMAGES:
         shape = (math.prod(shape),)
     return torch.randn(count, *shape, generator=g), torch.tensor([list(grid)] * BATCH)
 
@@ -806,8 +806,8 @@ def run_model(model_type, mode, progress=lambda record: None):
     if mismatch:
         tie = _tie_order_call(cpu_topk.calls, tpu_topk_calls)
         if tie is not None:
-            mismatch = "topk tie order: topk call %d took other elements of equal score than CPU's (or of scores as close as their rounding); then %s" % (
-                tie, mismatch)
+            mismatch = ("topk tie order: topk call %d took other elements of equal score than CPU's "
+                        "(or of scores as close as their rounding); then %s" % (tie, mismatch))
         record.update(status="fails", error=mismatch)
     else:
         record["status"] = status
