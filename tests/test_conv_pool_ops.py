@@ -306,13 +306,61 @@ def test_long_avg_pool_and_conv():
         F.adaptive_avg_pool2d(x.to("tpu"), 2)
 
 
-def test_channels_last_results():
-    x = make((2, 3, 8, 8)).to(memory_format=torch.channels_last)
-    w = make((4, 3, 3, 3), seed=1)
-    for fn in [lambda x: F.conv2d(x, w.to(x.device)), lambda x: F.max_pool2d(x, 2), lambda x: F.avg_pool2d(x, 2),
-               lambda x: F.adaptive_avg_pool2d(x, 3)]:
-        expected = fn(x)
-        got = fn(x.to("tpu"))
-        assert got.is_contiguous(memory_format=torch.channels_last) == \
-            expected.is_contiguous(memory_format=torch.channels_last)
-        assert_close(got.cpu(), expected)
+def _w(*shape):
+    return lambda x: make(shape, seed=1).to(x.device)
+
+
+# Ops whose results (and input gradients) ATen's CPU kernels lay out channels-last
+# for a channels-last input, or contiguous where they do not (the 3-d average and
+# adaptive pools); each entry: (fn, input shape). Shapes keep every result dim > 1,
+# so a layout is never ambiguous.
+LAYOUT_OPS = {
+    "conv2d": (lambda x: F.conv2d(x, _w(4, 3, 3, 3)(x)), (2, 3, 6, 6)),
+    "conv3d": (lambda x: F.conv3d(x, _w(4, 3, 2, 2, 2)(x)), (2, 3, 4, 4, 4)),
+    "conv_transpose2d": (lambda x: F.conv_transpose2d(x, _w(3, 2, 2, 2)(x)), (2, 3, 4, 5)),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2), (2, 3, 6, 6)),
+    "max_pool3d": (lambda x: F.max_pool3d(x, 2), (2, 3, 4, 4, 6)),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 2), (2, 3, 6, 6)),
+    "avg_pool3d": (lambda x: F.avg_pool3d(x, 2), (2, 3, 4, 4, 6)),
+    "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, 3), (2, 3, 6, 6)),
+    "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, 2), (2, 3, 4, 4, 6)),
+    "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, 3), (2, 3, 6, 6)),
+    "adaptive_max_pool3d": (lambda x: F.adaptive_max_pool3d(x, 2), (2, 3, 4, 4, 6)),
+    "nearest2d": (lambda x: F.interpolate(x, scale_factor=2), (2, 3, 4, 5)),
+    "nearest3d": (lambda x: F.interpolate(x, scale_factor=2), (2, 3, 2, 3, 4)),
+    "nearest_exact2d": (lambda x: F.interpolate(x, scale_factor=2, mode="nearest-exact"), (2, 3, 4, 5)),
+    "bilinear": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), (2, 3, 4, 5)),
+    "bicubic": (lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), (2, 3, 4, 5)),
+    "bicubic_antialias": (lambda x: F.interpolate(x, size=(3, 2), mode="bicubic", antialias=True), (2, 3, 6, 5)),
+    "nearest_exact3d": (lambda x: F.interpolate(x, scale_factor=2, mode="nearest-exact"), (2, 3, 2, 3, 4)),
+    "bilinear_antialias": (lambda x: F.interpolate(x, size=(3, 2), mode="bilinear", antialias=True), (2, 3, 6, 5)),
+    "trilinear": (lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"), (2, 3, 2, 3, 4)),
+    "batch_norm2d": (lambda x: F.batch_norm(x, None, None, _w(3)(x), None, training=True), (2, 3, 4, 5)),
+    "batch_norm3d": (lambda x: F.batch_norm(x, None, None, None, _w(3)(x), training=True), (2, 3, 2, 3, 4)),
+    "batch_norm_eval": (lambda x: F.batch_norm(x, torch.zeros(3, device=x.device), torch.ones(3, device=x.device)),
+                        (2, 3, 4, 5)),
+    "group_norm": (lambda x: F.group_norm(x, 2, _w(4)(x)), (2, 4, 3, 5)),
+    "cat": (lambda x: torch.cat([x, x * 2], 1), (2, 3, 4, 5)),
+    "cat_batch": (lambda x: torch.cat([x, x * 2]), (2, 3, 4, 5)),
+    "cat_mixed": (lambda x: torch.cat([x, (x * 2).contiguous()], 1), (2, 3, 4, 5)),
+    "prelu": (lambda x: F.prelu(x, _w(3)(x)), (2, 3, 4, 5)),
+}
+
+
+@pytest.mark.parametrize("name", LAYOUT_OPS)
+def test_channels_last_input_gives_cpu_layouts(name):
+    fn, shape = LAYOUT_OPS[name]
+    fmt = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+    x = make(shape).contiguous(memory_format=fmt)
+    y = fn(x.requires_grad_())
+    gy = make(y.shape, seed=3).contiguous(memory_format=fmt)  # laid out as autograd's ones_like(y) would be
+    (gx,) = torch.autograd.grad(y, x, gy)
+    xt = x.detach().to("tpu").requires_grad_()
+    yt = fn(xt)
+    (gxt,) = torch.autograd.grad(yt, xt, gy.to("tpu"))
+    if name == "group_norm":  # CPU's gradient stays channels-last; CUDA's and PyTorch's meta kernel are contiguous
+        assert yt.stride() == y.stride() and gxt.is_contiguous()
+    else:
+        assert (yt.stride(), gxt.stride()) == (y.stride(), gx.stride())
+    assert_close(yt.cpu(), y, rtol=1e-4, atol=1e-4)
+    assert_close(gxt.cpu(), gx, rtol=1e-4, atol=1e-4)

@@ -386,6 +386,40 @@ def test_group_norm_backward_bfloat16_and_mask():
                                                   [True, True, True])
 
 
+@pytest.mark.parametrize("dtype,params", [(torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16),
+                                          (torch.bfloat16, torch.float32)], ids=str)
+def test_group_norm_forward_and_its_statistics(dtype, params):
+    # A bfloat16 input with float parameters keeps float statistics, as on CPU.
+    x, w, b = make((2, 6, 5), dtype), make((6,), params, seed=1), make((6,), params, seed=2)
+    kw = tol(dtype) or dict(rtol=1e-4, atol=1e-4)
+    check(lambda x, w, b: torch.native_group_norm(x, w, b, 2, 6, 5, 3, 1e-5), x, w, b, **kw)
+    check(lambda x: torch.native_group_norm(x, None, None, 2, 6, 5, 2, 1e-5), x, **kw)
+
+
+def test_group_norm_of_a_channels_last_input():
+    # ATen's composite group norm views its input and fails on a channels-last one.
+    x = make((2, 4, 3, 5)).contiguous(memory_format=torch.channels_last)
+    out = check(lambda x: F.group_norm(x, 2), x, rtol=1e-4, atol=1e-4)
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    check_grads(lambda t, w, b: F.group_norm(t, 2, w, b), x, make((4,), seed=1), make((4,), seed=2), rtol=1e-4,
+                atol=1e-4)
+
+
+def test_group_norm_empty_and_bad_input():
+    check(lambda x: torch.native_group_norm(x, None, None, 2, 4, 0, 2, 1e-5), make((2, 4, 0)))  # mean 0, rstd NaN
+    check(lambda x: torch.native_group_norm(x, None, None, 0, 4, 3, 2, 1e-5), make((0, 4, 3)))
+    x = make((2, 4, 3)).to("tpu")
+    for args, message in [((torch.ones(3, device="tpu"), None, 2, 4, 3, 2), "weight to be a vector of size equal"),
+                          ((None, torch.ones(4, 1, device="tpu"), 2, 4, 3, 2), "bias to be a vector of size equal"),
+                          ((None, None, 2, 4, 3, 3), "divisible by num_groups"),
+                          ((None, None, 2, 4, 3, 0), "num groups to be greater than 0"),
+                          ((None, None, 2, 4, 5, 2), "N \\* C \\* HxW")]:
+        with pytest.raises(RuntimeError, match=message):
+            torch.native_group_norm(x, *args, 1e-5)
+        with pytest.raises(RuntimeError, match=message):  # CPU's own message
+            torch.native_group_norm(x.cpu(), *[a.cpu() if isinstance(a, torch.Tensor) else a for a in args], 1e-5)
+
+
 # ------------------------------------------------------------ batch norm
 
 @pytest.mark.parametrize("shape", [(6, 3), (4, 3, 5), (2, 3, 4, 5)], ids=str)

@@ -42,13 +42,17 @@ void check_dtype(const char* name, const at::Tensor& t, Ints ints) {
   TORCH_CHECK(ok, "\"", name, "\" not implemented for '", c10::toString(s), "'");
 }
 
-// A fresh result in the memory format ATen's CPU kernels pick (channels-last in, channels-last out).
-at::Tensor empty_like_format(c10::IntArrayRef shape, const at::Tensor& like, c10::ScalarType dtype,
-                             at::MemoryFormat format) {
-  if ((format == at::MemoryFormat::ChannelsLast && shape.size() != 4) ||
-      (format == at::MemoryFormat::ChannelsLast3d && shape.size() != 5))
-    format = at::MemoryFormat::Contiguous;
-  return at::empty(shape, like.options().dtype(dtype).memory_format(format));
+// The layout ATen's CPU kernels give a pooling result (forward or gradient):
+// every 2-d pool and max_pool3d keep a channels-last input's layout, the
+// other 3-d pools return contiguous results.
+at::MemoryFormat pool_format(int64_t k, const at::Tensor& input, bool keeps_3d = false) {
+  return k == 2 || keeps_3d ? input.suggest_memory_format() : at::MemoryFormat::Contiguous;
+}
+
+// A convolution's layout: channels-last where the input or the weight is.
+at::MemoryFormat conv_format(const at::Tensor& input, const at::Tensor& weight) {
+  at::MemoryFormat format = input.suggest_memory_format();
+  return format == at::MemoryFormat::Contiguous ? weight.suggest_memory_format() : format;
 }
 
 // ------------------------------------------------------------ convolution
@@ -96,9 +100,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
     spatial.push_back(out);
   }
   c10::DeviceGuard guard(input.device());
-  at::MemoryFormat format = input.suggest_memory_format();
-  if (format == at::MemoryFormat::Contiguous) format = weight.suggest_memory_format();
-  at::Tensor output = empty_like_format(shape, input, input.scalar_type(), format);
+  at::Tensor output = prepare_output("convolution", nullptr, shape, input.scalar_type(), input.device(), false,
+                                     conv_format(input, weight));
   if (output.numel() == 0) return output;
   Program prog("convolution", input.device());
   ir::Graph& g = prog.graph();
@@ -126,8 +129,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   c10::DeviceGuard guard(input.device());
   at::Tensor grad_input, grad_weight, grad_bias;
   at::TensorOptions options = grad_output.options();
-  if (output_mask[0]) grad_input = at::empty(input.sizes(), options);
-  if (output_mask[1]) grad_weight = at::empty(weight.sizes(), options);
+  at::TensorOptions laid_out = options.memory_format(conv_format(input, weight));  // as ATen's CPU kernels
+  if (output_mask[0]) grad_input = at::empty(input.sizes(), laid_out);
+  if (output_mask[1]) grad_weight = at::empty(weight.sizes(), laid_out);
   if (output_mask[2]) grad_bias = at::empty({grad_output.size(1)}, options);
   if (grad_output.numel() == 0 || input.numel() == 0) {  // nothing flows: zero gradients
     for (at::Tensor* t : {&grad_input, &grad_weight, &grad_bias})
@@ -240,14 +244,9 @@ std::tuple<at::Tensor, at::Tensor> max_pool_impl(const char* name, int64_t k, co
   check_dtype(base, self, Ints::All);
   c10::DimVector shape = pooled_shape(self, p);
   c10::DeviceGuard guard(self.device());
-  at::Tensor values, index;
-  if (out == nullptr) {
-    values = empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
-    index = empty_like_format(shape, self, c10::kLong, self.suggest_memory_format());
-  } else {
-    values = prepare_output(name, out, shape, self.scalar_type(), self.device(), false);
-    index = prepare_output(name, indices, shape, c10::kLong, self.device(), false);
-  }
+  at::MemoryFormat format = pool_format(k, self, /*keeps_3d=*/true);
+  at::Tensor values = prepare_output(name, out, shape, self.scalar_type(), self.device(), false, format);
+  at::Tensor index = prepare_output(name, indices, shape, c10::kLong, self.device(), false, format);
   if (values.numel() == 0) return {values, index};
   Program prog(name, self.device());
   lowering::MaxPoolResult r = lowering::max_pool(prog.graph(), prog.read(self), p);
@@ -270,7 +269,8 @@ at::Tensor max_pool_backward_impl(const char* name, int64_t k, const at::Tensor&
               ": grad_output and indices of shape ", grad_output.sizes(), " and ", indices.sizes(),
               " do not match the pooled shape ", c10::IntArrayRef(expected));
   c10::DeviceGuard guard(self.device());
-  at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
+  at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false,
+                                         pool_format(k, self, /*keeps_3d=*/true));
   if (grad_input.numel() == 0) return grad_input;
   Program prog(name, self.device());
   ir::Graph& g = prog.graph();
@@ -297,8 +297,7 @@ at::Tensor avg_pool_impl(const char* name, int64_t k, const at::Tensor& self, at
   check_dtype(k == 2 ? "avg_pool2d" : "avg_pool3d", self, Ints::Long);
   c10::DimVector shape = pooled_shape(self, p);
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = out ? prepare_output(name, out, shape, self.scalar_type(), self.device(), false)
-                          : empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
+  at::Tensor output = prepare_output(name, out, shape, self.scalar_type(), self.device(), false, pool_format(k, self));
   if (output.numel() == 0) return output;
   Program prog(name, self.device());
   prog.write(output, lowering::avg_pool(prog.graph(), prog.read(self), p, count_include_pad, divisor_override,
@@ -318,7 +317,8 @@ at::Tensor avg_pool_backward_impl(const char* name, int64_t k, const at::Tensor&
   TORCH_CHECK(grad_output.sizes().equals(expected), name, ": grad_output of shape ", grad_output.sizes(),
               " does not match the pooled shape ", c10::IntArrayRef(expected));
   c10::DeviceGuard guard(self.device());
-  at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
+  at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false,
+                                         pool_format(k, self));
   if (grad_input.numel() == 0) return grad_input;
   Program prog(name, self.device());
   prog.write(grad_input, lowering::avg_pool_backward(prog.graph(), prog.read(grad_output), to_shape(self.sizes()), p,
@@ -354,8 +354,7 @@ at::Tensor adaptive_avg_pool_impl(const char* name, int64_t k, const at::Tensor&
   c10::DimVector shape = adaptive_shape(base, k, self, output_size);
   check_dtype(base, self, Ints::None);
   c10::DeviceGuard guard(self.device());
-  at::Tensor output = out ? prepare_output(name, out, shape, self.scalar_type(), self.device(), false)
-                          : empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
+  at::Tensor output = prepare_output(name, out, shape, self.scalar_type(), self.device(), false, pool_format(k, self));
   if (output.numel() == 0) return output;
   Program prog(name, self.device());
   prog.write(output, lowering::adaptive_avg_pool(prog.graph(), prog.read(self), output_size,
@@ -372,7 +371,8 @@ at::Tensor adaptive_avg_pool_backward_impl(const char* name, int64_t k, const at
               ": expected grad_output and input of the same rank, got ", grad_output.sizes(), " and ",
               self.sizes());
   c10::DeviceGuard guard(self.device());
-  at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false);
+  at::Tensor grad_input = prepare_output(name, out, self.sizes(), grad_output.scalar_type(), self.device(), false,
+                                         pool_format(k, self));
   if (grad_input.numel() == 0) return grad_input;
   if (grad_output.numel() == 0) return grad_input.zero_();
   Program prog(name, self.device());
@@ -435,14 +435,8 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_pool_op(Overload o, const at::Te
   c10::DimVector shape = adaptive_shape(base, k, self, output);
   check_dtype(base, self, Ints::None);
   c10::DeviceGuard guard(self.device());
-  at::Tensor values, index;
-  if (o.out == nullptr) {
-    values = empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
-    index = empty_like_format(shape, self, c10::kLong, self.suggest_memory_format());
-  } else {
-    values = prepare_output(o.name, o.out, shape, self.scalar_type(), self.device(), false);
-    index = prepare_output(o.name, o.out2, shape, c10::kLong, self.device(), false);
-  }
+  at::Tensor values = prepare_output(o.name, o.out, shape, self.scalar_type(), self.device(), false, pool_format(k, self));
+  at::Tensor index = prepare_output(o.name, o.out2, shape, c10::kLong, self.device(), false, pool_format(k, self));
   if (values.numel() == 0) return {values, index};
   Program prog(o.name, self.device());
   lowering::MaxPoolResult r = lowering::adaptive_max_pool(prog.graph(), prog.read(self), output);
@@ -460,7 +454,8 @@ at::Tensor max_pool_indices_backward(Overload o, int64_t k, const at::Tensor& gr
               ": grad_output of shape ", grad_output.sizes(), " and indices of shape ", indices.sizes(),
               " for input of shape ", self.sizes());
   c10::DeviceGuard guard(self.device());
-  at::Tensor grad_input = prepare_output(o.name, o.out, self.sizes(), grad_output.scalar_type(), self.device(), false);
+  at::Tensor grad_input = prepare_output(o.name, o.out, self.sizes(), grad_output.scalar_type(), self.device(), false,
+                                         pool_format(k, self));
   if (grad_input.numel() == 0) return grad_input;
   if (grad_output.numel() == 0) return grad_input.zero_();
   Program prog(o.name, self.device());
@@ -505,8 +500,8 @@ at::Tensor max_unpool_impl(const char* name, int64_t k, const at::Tensor& self, 
   }
   for (int64_t d = 0; d < k; ++d) length *= self.size(self.dim() - k + d);
   c10::DeviceGuard guard(self.device());
-  at::Tensor output_t = out ? prepare_output(name, out, shape, self.scalar_type(), self.device(), false)
-                            : empty_like_format(shape, self, self.scalar_type(), self.suggest_memory_format());
+  at::Tensor output_t = prepare_output(name, out, shape, self.scalar_type(), self.device(), false,
+                                       self.suggest_memory_format());
   if (output_t.numel() == 0) return output_t;
   if (self.numel() == 0) return output_t.zero_();
   Program prog(name, self.device());

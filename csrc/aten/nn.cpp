@@ -37,10 +37,10 @@ ir::DType ir_of(c10::ScalarType t) { return lowering::to_ir(t); }
 at::Tensor new_tensor(const at::Tensor& like, c10::IntArrayRef shape, c10::ScalarType dtype) {
   return tpu::aten::new_tensor(shape, dtype, like.device());
 }
-// A result: into `out` (resized as ATen does) or a fresh tensor.
+// A result: into `out` (resized as ATen does) or a fresh tensor laid out in `format`.
 at::Tensor output_for(const char* name, at::Tensor* out, const at::Tensor& like, c10::IntArrayRef shape,
-                      c10::ScalarType dtype) {
-  return prepare_output(name, out, shape, dtype, like.device(), false);
+                      c10::ScalarType dtype, at::MemoryFormat format = at::MemoryFormat::Contiguous) {
+  return prepare_output(name, out, shape, dtype, like.device(), false, format);
 }
 
 // ------------------------------------------------------------ softmax
@@ -225,6 +225,49 @@ Tensor3 layer_norm_backward(const at::Tensor& grad, const at::Tensor& input, c10
 
 // ------------------------------------------------------------ group norm
 
+// Native, so that a channels-last input works (ATen's composite kernel views
+// it) and the whole forward is one program.
+Tensor3 group_norm(const at::Tensor& input, const OptTensor& weight, const OptTensor& bias, c10::SymInt N,
+                   c10::SymInt C, c10::SymInt HxW, int64_t group, double eps) {
+  int64_t n = N.expect_int(), channels = C.expect_int();
+  TORCH_CHECK(group > 0, "Expected num groups to be greater than 0, got ", group);
+  TORCH_CHECK(input.dim() >= 2 && input.size(1) == channels && channels % group == 0,
+              "Expected number of channels in input to be divisible by num_groups, but got input of shape ",
+              input.sizes(), " and num_groups=", group);
+  for (const OptTensor* t : {&weight, &bias})
+    TORCH_CHECK(!defined(*t) || ((*t)->dim() == 1 && (*t)->numel() == channels), "Expected ",
+                t == &weight ? "weight" : "bias",
+                " to be a vector of size equal to the number of channels in input, but got ",
+                t == &weight ? "weight" : "bias", " of shape ", (*t)->sizes(), " and input of shape ", input.sizes());
+  TORCH_CHECK(input.numel() == n * channels * HxW.expect_int() && input.size(0) == n,
+              "Expected X.numel() == N * C * HxW to be true, but got false.");
+  // Statistics in float for a reduced-precision input with float parameters, as on CPU.
+  bool mixed = c10::isReducedFloatingType(input.scalar_type()) &&
+               ((defined(weight) && weight->scalar_type() == c10::kFloat) ||
+                (defined(bias) && bias->scalar_type() == c10::kFloat));
+  c10::ScalarType stats = mixed ? c10::kFloat : input.scalar_type();
+  c10::DeviceGuard guard(input.device());
+  at::Tensor out = output_for(nullptr, nullptr, input, input.sizes(), input.scalar_type(),
+                              input.suggest_memory_format());
+  at::Tensor mean = new_tensor(input, {n, group}, stats);
+  at::Tensor rstd = new_tensor(input, {n, group}, stats);
+  if (input.numel() == 0) {  // empty groups: CPU's mean 0, rstd NaN
+    if (mean.numel() != 0) {
+      mean.zero_();
+      rstd.fill_(std::numeric_limits<double>::quiet_NaN());
+    }
+    return {out, mean, rstd};
+  }
+  Program p("native_group_norm", input.device());
+  lowering::NormForward f = lowering::group_norm(p.graph(), p.read(input), group, read_opt(p, weight),
+                                                 read_opt(p, bias), eps, ir_of(input.scalar_type()));
+  p.write(out, f.out);
+  p.write(mean, ir::convert(p.graph(), f.mean, ir_of(stats)));
+  p.write(rstd, ir::convert(p.graph(), f.invstd, ir_of(stats)));
+  p.run();
+  return {out, mean, rstd};
+}
+
 Tensor3 group_norm_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& mean,
                             const at::Tensor& rstd, const OptTensor& weight, c10::SymInt N, c10::SymInt C,
                             c10::SymInt HxW, int64_t group, std::array<bool, 3> mask) {
@@ -282,7 +325,8 @@ Tensor3 batch_norm_op(const char* name, const at::Tensor& input, const OptTensor
   int64_t c = input.size(1);
   c10::ScalarType stats = stats_dtype(input, {&weight, &bias, &running_mean, &running_var});
   c10::DeviceGuard guard(input.device());
-  at::Tensor o = output_for(name, out, input, input.sizes(), input.scalar_type());
+  // The normalised result keeps a channels-last input's layout, as on CPU.
+  at::Tensor o = output_for(name, out, input, input.sizes(), input.scalar_type(), input.suggest_memory_format());
   at::Tensor sm = output_for(name, save_mean, input, {training ? c : 0}, stats);
   at::Tensor si = output_for(name, save_invstd, input, {training ? c : 0}, stats);
   Program p(name, input.device());
@@ -378,7 +422,7 @@ Tensor3 batch_norm_backward(const at::Tensor& grad, const at::Tensor& input, con
   c10::ScalarType param = stats_dtype(input, {&weight, &running_mean, &running_var, &save_mean});
   c10::DeviceGuard guard(input.device());
   at::Tensor gi, gw, gb;
-  if (mask[0]) gi = new_tensor(input, input.sizes(), input.scalar_type());
+  if (mask[0]) gi = output_for(nullptr, nullptr, input, input.sizes(), input.scalar_type(), input.suggest_memory_format());
   if (mask[1]) gw = new_tensor(input, {c}, defined(weight) ? weight->scalar_type() : param);
   if (mask[2]) gb = new_tensor(input, {c}, defined(weight) ? weight->scalar_type() : param);
   Program p("native_batch_norm_backward", input.device());
@@ -769,8 +813,9 @@ std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad,
   c10::ScalarType compute = lowering::opmath_type(t);
   c10::DimVector shape = at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), weight.sizes()), grad.sizes());
   c10::DeviceGuard guard(self.device());
-  at::Tensor gi = at::empty(shape, self.options().dtype(t));
-  at::Tensor gw = at::empty(shape, weight.options().dtype(t));
+  // Laid out as CPU's TensorIterator lays them out over (self, weight, grad).
+  at::Tensor gi = new_elementwise_output({self, weight, grad}, shape, t, self.device());
+  at::Tensor gw = new_elementwise_output({self, weight, grad}, shape, t, self.device());
   if (gi.numel() == 0) return {gi, gw};
   Program p("_prelu_kernel_backward", self.device());
   ir::Graph& g = p.graph();
@@ -1430,6 +1475,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
          out_overload<softmax_backward_op<true>, "_log_softmax_backward_data.out">);
   m.impl("native_layer_norm", layer_norm);
   m.impl("native_layer_norm_backward", layer_norm_backward);
+  m.impl("native_group_norm", group_norm);
   m.impl("native_group_norm_backward", group_norm_backward);
   m.impl("native_batch_norm", native_batch_norm);
   m.impl("native_batch_norm.out", native_batch_norm_out);

@@ -28,15 +28,21 @@ std::string variant(const char* op, const at::Tensor* out, bool inplace) {
 }
 
 at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArrayRef shape,
-                          c10::ScalarType dtype, c10::Device device, bool inplace) {
-  if (out == nullptr) return new_tensor(shape, dtype, device);
+                          c10::ScalarType dtype, c10::Device device, bool inplace, at::MemoryFormat format) {
+  if ((format == at::MemoryFormat::ChannelsLast && shape.size() != 4) ||
+      (format == at::MemoryFormat::ChannelsLast3d && shape.size() != 5))
+    format = at::MemoryFormat::Contiguous;
+  if (out == nullptr) {
+    if (format == at::MemoryFormat::Contiguous) return new_tensor(shape, dtype, device);
+    return at::empty(shape, at::TensorOptions().dtype(dtype).device(device).memory_format(format));
+  }
   TORCH_CHECK(c10::canCast(dtype, out->scalar_type()), "result type ", dtype,
               " can't be cast to the desired output type ", out->scalar_type());
   if (inplace) {
     TORCH_CHECK(out->sizes().equals(shape), "output with shape ", out->sizes(),
                 " doesn't match the broadcast shape ", shape);
-  } else {
-    at::native::resize_output(*out, shape);
+  } else if (at::native::resize_output(*out, shape) && format != at::MemoryFormat::Contiguous) {
+    out->unsafeGetTensorImpl()->empty_tensor_restride(format);
   }
   return *out;
 }

@@ -178,9 +178,12 @@ at::Tensor new_elementwise_output(const TensorRefs& inputs, c10::IntArrayRef sha
                                   c10::Device device);
 
 // The result tensor of an op: `out` (in-place: shape must match; out=: resized
-// as ATen does) or a fresh tensor of `shape` and `dtype` on `device`.
+// as ATen does) or a fresh tensor of `shape` and `dtype` on `device`. A fresh or
+// resized result takes `format` where it fits the rank (the channels-last layout
+// ATen's CPU kernels keep for a channels-last input), else contiguous.
 at::Tensor prepare_output(const char* name, const at::Tensor* out, c10::IntArrayRef shape,
-                          c10::ScalarType dtype, c10::Device device, bool inplace);
+                          c10::ScalarType dtype, c10::Device device, bool inplace,
+                          at::MemoryFormat format = at::MemoryFormat::Contiguous);
 // A linalg result as LAPACK lays it out on CPU: a batch of column-major matrices
 // (views of it, and torch.compile's fake strides, rely on that). An `out` that must
 // be resized takes that layout too, as CPU's structured kernels give it.

@@ -28,12 +28,14 @@ ir::Dims int_list(c10::SymIntArrayRef v) {
   return out;
 }
 
-// Runs `build` over `input` read in `compute`; the result (shape `shape`, dtype `dtype`) lands in out or a new tensor.
+// Runs `build` over `input` read in `compute`; the result (shape `shape`, dtype `dtype`, laid out in
+// `format`) lands in out or a new tensor.
 template <typename F>
 at::Tensor run_op(const char* name, const at::Tensor& input, c10::IntArrayRef shape, c10::ScalarType dtype,
-                  at::Tensor* out, c10::ScalarType compute, F build) {
+                  at::Tensor* out, c10::ScalarType compute, F build,
+                  at::MemoryFormat format = at::MemoryFormat::Contiguous) {
   c10::DeviceGuard guard(input.device());
-  at::Tensor output = prepare_output(name, out, shape, dtype, input.device(), false);
+  at::Tensor output = prepare_output(name, out, shape, dtype, input.device(), false, format);
   if (output.numel() == 0) return output;
   if (input.numel() == 0) return output.zero_();
   Program p(name, input.device());
@@ -158,10 +160,14 @@ at::Tensor upsample_op(const char* name, Interp mode, const at::Tensor& self, c1
   c10::ScalarType t = self.scalar_type();
   // Nearest picks elements (exact in any dtype); the others compute in the accumulation type.
   c10::ScalarType compute = nearest ? t : compute_type(t);
-  return run_op(name, self, shape, t, out, compute, [&](ir::Graph& g, ir::Value x) {
-    for (int64_t d = k - 1; d >= 0; --d) x = lowering::apply_taps(g, x, 2 + d, taps[d]);
-    return x;
-  });
+  // Upsampling keeps a channels-last input's layout, as ATen's CPU kernels do.
+  return run_op(
+      name, self, shape, t, out, compute,
+      [&](ir::Graph& g, ir::Value x) {
+        for (int64_t d = k - 1; d >= 0; --d) x = lowering::apply_taps(g, x, 2 + d, taps[d]);
+        return x;
+      },
+      self.suggest_memory_format());
 }
 
 at::Tensor upsample_backward_op(const char* name, Interp mode, const at::Tensor& grad, c10::SymIntArrayRef output_size,
@@ -176,10 +182,17 @@ at::Tensor upsample_backward_op(const char* name, Interp mode, const at::Tensor&
                 2 + d, ") = ", output[d], " but got grad_output.size(", 2 + d, ") = ", grad.size(2 + d));
   std::vector<Taps> taps = upsample_taps(name, mode, input_size, output, align_corners, scales, grad.scalar_type());
   c10::ScalarType t = grad.scalar_type();
-  return run_op(name, grad, input_size, t, out, compute_type(t), [&](ir::Graph& g, ir::Value x) {
-    for (int64_t d = 0; d < k; ++d) x = lowering::apply_taps_backward(g, x, 2 + d, taps[d]);
-    return x;
-  });
+  // ATen's CPU gradients keep a channels-last grad's layout, but for the cubic modes and 3-d nearest.
+  bool cubic = mode == Interp::Cubic || mode == Interp::CubicAA;
+  bool nearest3d = (mode == Interp::Nearest || mode == Interp::NearestExact) && k == 3;
+  at::MemoryFormat format = cubic || nearest3d ? at::MemoryFormat::Contiguous : grad.suggest_memory_format();
+  return run_op(
+      name, grad, input_size, t, out, compute_type(t),
+      [&](ir::Graph& g, ir::Value x) {
+        for (int64_t d = 0; d < k; ++d) x = lowering::apply_taps_backward(g, x, 2 + d, taps[d]);
+        return x;
+      },
+      format);
 }
 
 using OptD = std::optional<double>;

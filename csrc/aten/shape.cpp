@@ -81,6 +81,18 @@ std::optional<std::pair<std::vector<int64_t>, c10::ScalarType>> plain_cat(const 
   return std::make_pair(std::move(sizes), dtype);
 }
 
+// cat's result layout, as ATen's: the inputs' common suggested memory format
+// (all channels-last: channels-last), else contiguous.
+at::MemoryFormat cat_format(const std::vector<at::Tensor>& inputs) {
+  std::optional<at::MemoryFormat> format;
+  for (const at::Tensor& t : inputs) {
+    at::MemoryFormat f = t.suggest_memory_format();
+    if (f == at::MemoryFormat::Contiguous || (format && *format != f)) return at::MemoryFormat::Contiguous;
+    format = f;
+  }
+  return format.value_or(at::MemoryFormat::Contiguous);
+}
+
 at::Tensor cat_op(const char* name, const at::ITensorListRef& tensors, int64_t dim, at::Tensor* out) {
   std::vector<at::Tensor> inputs(tensors.begin(), tensors.end());
   for (size_t i = 0; i < inputs.size(); ++i)  // CPU's check; ATen's meta kernel raises IndexError instead
@@ -108,7 +120,7 @@ at::Tensor cat_op(const char* name, const at::ITensorListRef& tensors, int64_t d
     if (t.is_privateuseone()) { first = &t; break; }
   c10::Device device = first ? first->device() : out->device();
   c10::DeviceGuard guard(device);
-  at::Tensor output = prepare_output(name, out, sizes, dtype, device, false);
+  at::Tensor output = prepare_output(name, out, sizes, dtype, device, false, cat_format(inputs));
   if (output.numel() == 0) return output;
   Program p(name, device.index());
   c10::SmallVector<const at::Tensor*, 8> operands;

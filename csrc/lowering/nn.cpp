@@ -158,6 +158,23 @@ NormForward layer_norm(ir::Graph& g, Value x, int64_t axis, OptValue weight, Opt
   return f;
 }
 
+NormForward group_norm(ir::Graph& g, Value x, int64_t groups, OptValue weight, OptValue bias, double eps,
+                       DType result) {
+  const ir::Shape shape = g.type(x).shape;
+  int64_t n = shape[0];
+  ir::Shape stats{n, groups};
+  NormForward f = normalise_over(g, ir::reshape(g, x, {n, groups, ir::numel(shape) / (n * groups)}), {2}, eps);
+  DType acc = g.type(f.out).dtype;
+  f.out = ir::reshape(g, f.out, shape);
+  if (weight) f.out = mul(g, f.out, channel(g, *weight, shape, acc));
+  if (bias) f.out = add(g, f.out, channel(g, *bias, shape, acc));
+  f.out = ir::convert(g, f.out, result);
+  f.mean = ir::reshape(g, f.mean, stats);
+  f.invstd = ir::reshape(g, f.invstd, stats);
+  f.var = ir::reshape(g, f.var, stats);
+  return f;
+}
+
 NormForward batch_norm_train(ir::Graph& g, Value x, OptValue weight, OptValue bias, double eps, DType result) {
   const ir::Shape shape = g.type(x).shape;
   ir::Dims dims = dims_except(1, static_cast<int64_t>(shape.size()));
