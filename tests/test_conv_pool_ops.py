@@ -343,6 +343,7 @@ LAYOUT_OPS = {
     "cat": (lambda x: torch.cat([x, x * 2], 1), (2, 3, 4, 5)),
     "cat_batch": (lambda x: torch.cat([x, x * 2]), (2, 3, 4, 5)),
     "cat_mixed": (lambda x: torch.cat([x, (x * 2).contiguous()], 1), (2, 3, 4, 5)),
+    "stack": (lambda x: torch.stack([x, x * 2]), (2, 3, 4, 5)),
     "prelu": (lambda x: F.prelu(x, _w(3)(x)), (2, 3, 4, 5)),
 }
 
@@ -353,7 +354,7 @@ def test_channels_last_input_gives_cpu_layouts(name):
     fmt = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
     x = make(shape).contiguous(memory_format=fmt)
     y = fn(x.requires_grad_())
-    gy = make(y.shape, seed=3).contiguous(memory_format=fmt)  # laid out as autograd's ones_like(y) would be
+    gy = torch.empty_like(y).copy_(make(y.shape, seed=3))  # laid out as y, as autograd's ones_like(y) is
     (gx,) = torch.autograd.grad(y, x, gy)
     xt = x.detach().to("tpu").requires_grad_()
     yt = fn(xt)
