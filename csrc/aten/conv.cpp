@@ -49,12 +49,6 @@ at::MemoryFormat pool_format(int64_t k, const at::Tensor& input, bool keeps_3d =
   return k == 2 || keeps_3d ? input.suggest_memory_format() : at::MemoryFormat::Contiguous;
 }
 
-// A convolution's layout: channels-last where the input or the weight is.
-at::MemoryFormat conv_format(const at::Tensor& input, const at::Tensor& weight) {
-  at::MemoryFormat format = input.suggest_memory_format();
-  return format == at::MemoryFormat::Contiguous ? weight.suggest_memory_format() : format;
-}
-
 // ------------------------------------------------------------ convolution
 
 lowering::ConvParams conv_params(const at::Tensor& input, c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
@@ -100,8 +94,9 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
     spatial.push_back(out);
   }
   c10::DeviceGuard guard(input.device());
-  at::Tensor output = prepare_output("convolution", nullptr, shape, input.scalar_type(), input.device(), false,
-                                     conv_format(input, weight));
+  // Contiguous whatever the input's layout: PyTorch lays out an overrideable backend's convolution
+  // so (_conv_determine_backend_memory_format), and torch.compile's fake tensors expect it.
+  at::Tensor output = new_tensor(shape, input.scalar_type(), input.device());
   if (output.numel() == 0) return output;
   Program prog("convolution", input.device());
   ir::Graph& g = prog.graph();
@@ -129,9 +124,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   c10::DeviceGuard guard(input.device());
   at::Tensor grad_input, grad_weight, grad_bias;
   at::TensorOptions options = grad_output.options();
-  at::TensorOptions laid_out = options.memory_format(conv_format(input, weight));  // as ATen's CPU kernels
-  if (output_mask[0]) grad_input = at::empty(input.sizes(), laid_out);
-  if (output_mask[1]) grad_weight = at::empty(weight.sizes(), laid_out);
+  if (output_mask[0]) grad_input = at::empty(input.sizes(), options);  // contiguous, as the forward's result
+  if (output_mask[1]) grad_weight = at::empty(weight.sizes(), options);
   if (output_mask[2]) grad_bias = at::empty({grad_output.size(1)}, options);
   if (grad_output.numel() == 0 || input.numel() == 0) {  // nothing flows: zero gradients
     for (at::Tensor* t : {&grad_input, &grad_weight, &grad_bias})

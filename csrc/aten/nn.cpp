@@ -325,8 +325,9 @@ Tensor3 batch_norm_op(const char* name, const at::Tensor& input, const OptTensor
   int64_t c = input.size(1);
   c10::ScalarType stats = stats_dtype(input, {&weight, &bias, &running_mean, &running_var});
   c10::DeviceGuard guard(input.device());
-  // The normalised result keeps a channels-last input's layout, as on CPU.
-  at::Tensor o = output_for(name, out, input, input.sizes(), input.scalar_type(), input.suggest_memory_format());
+  // Laid out as the input, as PyTorch's meta kernel (torch.compile's fake tensors) lays it out;
+  // CPU agrees for contiguous and channels-last inputs.
+  at::Tensor o = out ? output_for(name, out, input, input.sizes(), input.scalar_type()) : at::empty_like(input);
   at::Tensor sm = output_for(name, save_mean, input, {training ? c : 0}, stats);
   at::Tensor si = output_for(name, save_invstd, input, {training ? c : 0}, stats);
   Program p(name, input.device());
@@ -422,7 +423,8 @@ Tensor3 batch_norm_backward(const at::Tensor& grad, const at::Tensor& input, con
   c10::ScalarType param = stats_dtype(input, {&weight, &running_mean, &running_var, &save_mean});
   c10::DeviceGuard guard(input.device());
   at::Tensor gi, gw, gb;
-  if (mask[0]) gi = output_for(nullptr, nullptr, input, input.sizes(), input.scalar_type(), input.suggest_memory_format());
+  // Laid out as the gradient, as PyTorch's meta kernel lays it out (CPU: as a channels-last input).
+  if (mask[0]) gi = at::empty_like(grad, input.scalar_type());
   if (mask[1]) gw = new_tensor(input, {c}, defined(weight) ? weight->scalar_type() : param);
   if (mask[2]) gb = new_tensor(input, {c}, defined(weight) ? weight->scalar_type() : param);
   Program p("native_batch_norm_backward", input.device());
