@@ -254,12 +254,20 @@ def test_report_runs_a_base_model_on_its_main_input(model_type, fed):
 
 # Inputs of the kinds a base model's main input names: a Qwen-VL-style vision tower's
 # flattened patches with their grids, a video model's frames, an audio codec's mono waveform
-# (batch, channels, samples), a time series' past values with their observed mask.
+# (batch, channels, samples), a time series' past values with their observed mask; log-mel
+# features as (mels, frames) where a convolution over the mel bins reads them first, with a
+# padding mask (Gemma 3n's, True where padded); the inputs a forward needs beside its main
+# one: word boxes (BROS), detected regions (LXMERT), a Q-Former's queries and image features.
 @pytest.mark.parametrize("model_type, shapes", [
     ("qwen2_5_vl_vision", {"hidden_states": (2 * 16, 3 * 2 * 14 * 14), "grid_thw": (2, 3)}),
     ("videomae", {"pixel_values": (2, 16, 3, 32, 32)}),
     ("encodec", {"input_values": (2, 1, 16000)}),
     ("patchtst", {"past_values": (2, 32, 1), "past_observed_mask": (2, 32, 1)}),
+    ("glmasr_encoder", {"input_features": (2, 128, 64)}),
+    ("gemma3n_audio", {"audio_mel": (2, 64, 128), "audio_mel_mask": (2, 64)}),
+    ("bros", {"input_ids": (2, 16), "bbox": (2, 16, 4)}),
+    ("lxmert", {"input_ids": (2, 16), "visual_feats": (2, 4, 2048), "visual_pos": (2, 4, 4)}),
+    ("blip_2_qformer", {"input_ids": (2, 16), "query_embeds": (2, 4, 64), "encoder_hidden_states": (2, 4, 64)}),
 ])
 def test_report_feeds_a_base_model_inputs_of_its_kind(model_type, shapes):
     import transformers

@@ -109,8 +109,10 @@ OVERRIDES = {
     "deepseek_v2": {"num_experts_per_tok": 2},
     "donut-swin": {"window_size": 1},  # attention windows within the tiny image's patches
     "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
+    "efficientnet": {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 320},  # B7 scaled down
     "esm": {"vocab_size": 256},  # unset in the default config
     "funnel": {"num_hidden_layers": None, "block_sizes": [1, 1, 1]},
+    "kosmos-2": {"latent_query_num": 4},  # image tokens within the report's 16
     "gemma3n_text": {"num_kv_shared_layers": 0, "intermediate_size": 128, "hidden_size_per_layer_input": 16,
                      "vocab_size_per_layer_input": 256, "laurel_rank": 8, "activation_sparsity_pattern": [0.0, 0.0]},
     "granitemoehybrid": {"layer_types": ["mamba", "attention"], "mamba_n_heads": 8, "mamba_d_head": 16,
@@ -122,13 +124,17 @@ OVERRIDES = {
     "instructblip_qformer": {"encoder_hidden_size": 64},
     "instructblipvideo_qformer": {"encoder_hidden_size": 64},
     "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1},
+    # layout embeddings: four coordinates and two sizes fill the hidden size (LiLT: a sixth each)
+    "layoutlmv3": {"coordinate_size": 10, "shape_size": 12},
     "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
+    "lilt": {"hidden_size": 48},
     "longcat_flash": {"num_layers": 2, "ffn_hidden_size": 128, "expert_ffn_hidden_size": 32, "moe_topk": 2,
                       "zero_expert_num": 2, "head_dim": 8},
     "mamba2": {"num_heads": 8, "n_groups": 1, "chunk_size": 16},
     # codec decoders upsample in groups of their default width
     "mimi": {"upsample_groups": 64, "num_filters": 4}, "mimi_decoder": {"upsample_groups": 64},
     "mobilebert": {"embedding_size": 32, "intra_bottleneck_size": 32},
+    "mobilevitv2": {"image_size": 64},  # its five halvings leave a 2x2 map for the 2x2 patches
     # a codec decoder as Mimi's: upsampled in groups of its default width
     "pocket_tts_audio_tokenizer": {"upsample_groups": 64}, "pocket_tts_audio_tokenizer_decoder": {"upsample_groups": 64},
     "prophetnet": {"num_hidden_layers": None, "num_encoder_layers": 2, "num_decoder_layers": 2},
@@ -138,6 +144,13 @@ OVERRIDES = {
     "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
     "rt_detr": {"num_queries": 8}, "rt_detr_v2": {"num_queries": 8},
     # a feature encoder of two convolutions, as the other speech models' (13 strides outrun a second of audio)
+    # Hiera: one block per stage at a sixth of the default widths, each stage's window its whole
+    # map, the first block global (the others pool queries)
+    "sam2_hiera_det_model": {"hidden_size": 16, "blocks_per_stage": [1, 1, 1, 1], "embed_dim_per_stage": [16, 32, 64, 128],
+                             "num_attention_heads_per_stage": [1, 1, 2, 2], "window_size_per_stage": [8, 4, 2, 1],
+                             "global_attention_blocks": [0]},
+    # its neck reads the tiny Hiera's stages and feeds the tiny mask decoder
+    "sam2_vision_model": {"backbone_channel_list": [128, 64, 32, 16], "fpn_hidden_size": 64},
     "sew": {"conv_dim": [32, 32], "conv_stride": [5, 2], "conv_kernel": [10, 3]},
     "sew-d": {"conv_dim": [32, 32], "conv_stride": [5, 2], "conv_kernel": [10, 3]},
     "squeezebert": {"embedding_size": 64},  # its embedding feeds the first block as is
@@ -157,8 +170,18 @@ OVERRIDES = {
 _MUSICGEN_DECODER = {"num_codebooks": 1, "pad_token_id": 0, "decoder_start_token_id": 0}
 HEAD_CONFIGS = {"musicgen": _MUSICGEN_DECODER, "musicgen_melody": _MUSICGEN_DECODER}
 BATCH, SEQ, NEW_TOKENS = 2, 16, 4
+# Where a config without mel bins keeps its features' width, first name first.
+FEATURE_WIDTHS = ("feature_projection_input_dim", "feature_size", "input_feat_size", "input_feat_per_channel")
+# Audio encoders that read several mel frames stacked as one, where their config does not say
+# so (num_stacked_frames): Granite Speech 5's input layer takes four.
+STACKED_FRAMES = {"granite_speech5_encoder": 4}
+# Images larger than the default 32 pixels for types whose configs name no size: text-line
+# recognisers whose vertical strides leave nothing of 32 rows.
+IMAGE_SIZES = {"pp_ocrv5_mobile_rec": 128, "pp_ocrv5_server_rec": 64, "pp_ocrv6_small_rec": 64, "pp_ocrv6_tiny_rec": 64}
 PATCHES_AS_IMAGES = {"kimi_k25_vision"}  # vision towers whose patch embedding does not unflatten patches
-WAVEFORMS_WITH_CHANNELS = {"dac", "omniasr_audio", "omniasr_ctc"}  # (batch, 1, samples) though their configs say no channels
+# (batch, 1, samples) though their configs say no channels
+WAVEFORMS_WITH_CHANNELS = {"dac", "omniasr_audio", "omniasr_ctc", "pe_audio", "pe_audio_encoder", "xcodec"}
+
 AUDIO_SAMPLES = 16000  # a second at 16 kHz: enough frames after every feature encoder's strides
 Family = collections.namedtuple("Family", "name mapping auto_class inputs generates")
 # In the order a type is looked up: the first family whose mapping (in
@@ -410,10 +433,10 @@ def make_inputs(family, config, model=None):
 
 def _pixels(config, g):
     """A batch of images of the size and channels `config` (an image model's or a vision
-    tower's) says; 32 pixels where it names no size (convnets take any)."""
+    tower's) says; where it names no size (convnets take any), IMAGE_SIZES' or 32 pixels."""
     import torch
 
-    size = getattr(config, "image_size", None) or 32
+    size = getattr(config, "image_size", None) or IMAGE_SIZES.get(config.model_type, 32)
     size = size if isinstance(size, int) else list(size.values() if isinstance(size, dict) else size)[0]
     frames = getattr(config, "num_frames", None)  # a video model: (batch, frames, channels, height, width)
     return torch.randn(BATCH, *([frames] if frames else []), getattr(config, "num_channels", 3), size, size, generator=g)
@@ -457,6 +480,7 @@ def _main_inputs(model, config, g):
     vocab = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size",
                                                             None) or 256
     ids = lambda: torch.randint(1, vocab, (BATCH, SEQ), generator=g)  # noqa: E731
+    frames = 64  # of audio features
     if "grid_thw" in required:  # a vision tower fed patches (Qwen-VL and kin)
         patches, grid = _patches(model, g)
         inputs = {"hidden_states" if "hidden_states" in accepts else "pixel_values": patches, "grid_thw": grid}
@@ -471,18 +495,30 @@ def _main_inputs(model, config, g):
         inputs = {"pixel_values": _pixels(config, g)}
     elif name == "input_values" and getattr(config, "num_mel_bins", None) and getattr(config, "max_length", None):
         inputs = {"input_values": torch.randn(BATCH, config.max_length, config.num_mel_bins, generator=g)}  # a spectrogram
-    elif name == "input_values":  # a waveform; audio codecs take it with its channels
-        channels = getattr(config, "audio_channels", None) or (1 if config.model_type in WAVEFORMS_WITH_CHANNELS else None)
-        inputs = {"input_values": torch.randn(BATCH, *([channels] if channels else []), AUDIO_SAMPLES, generator=g)}
-    elif name == "input_features":  # log-mel frames: Whisper-style (mels, frames) or (frames, features)
-        mels = getattr(config, "num_mel_bins", None)
-        if mels is not None and getattr(config, "max_source_positions", None):
-            shape = (BATCH, mels, 2 * config.max_source_positions)
+    elif name == "input_values":
+        inputs = {"input_values": _waveform(config, g)}
+    elif name in ("input_features", "audio_mel"):  # log-mel frames, (frames, mels) or (mels, frames)
+        mels = _mel_bins(config)
+        first = next((m for m in model.modules() if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear))),
+                     None)
+        if mels is not None and getattr(config, "max_source_positions", None):  # Whisper: as many as it embeds
+            frames = 2 * config.max_source_positions
+            shape = (BATCH, mels, frames)
+        elif mels is not None and getattr(config, "n_window", None):  # Qwen3-ASR: whole windows of 2 * n_window
+            frames = 2 * config.n_window
+            shape = (BATCH, mels, frames)
+        elif mels is not None and isinstance(first, torch.nn.Conv1d) and first.in_channels == mels:  # a conv over mels
+            shape = (BATCH, mels, frames)
         else:
-            shape = (BATCH, 64, mels or getattr(config, "feature_size", None) or getattr(config, "input_feat_per_channel", 80))
-        inputs = {"input_features": torch.randn(*shape, generator=g)}
+            stacked = getattr(config, "num_stacked_frames", None) or STACKED_FRAMES.get(config.model_type, 1)
+            width = mels * stacked if mels else next(
+                (getattr(config, n) for n in FEATURE_WIDTHS if getattr(config, n, None)), 80)
+            shape = (BATCH, frames, width)
+        inputs = {name: torch.randn(*shape, generator=g)}
     else:
         inputs = {name: ids()}
+    if "input_values" in required and "input_values" not in inputs:  # audio beside text (PE Audio)
+        inputs["input_values"] = _waveform(config, g)
     if "pixel_values" in accepts and "pixel_values" not in inputs and (
             "pixel_values" in required or _is_dual_encoder(config)):
         inputs["pixel_values"] = _pixels(getattr(config, "vision_config", None) or config, g)
@@ -490,12 +526,95 @@ def _main_inputs(model, config, g):
         if other.endswith("input_ids"):
             inputs[other] = ids()
     if "input_features_mask" in required:  # every frame is audio
-        inputs["input_features_mask"] = torch.ones(inputs["input_features"].shape[:2], dtype=torch.long)
+        inputs["input_features_mask"] = torch.ones(BATCH, frames, dtype=torch.long)
+    if "audio_mel_mask" in required:  # True marks padding: none (Gemma 3n)
+        inputs["audio_mel_mask"] = torch.zeros(BATCH, frames, dtype=torch.bool)
+    if "query_embeds" in required:  # a Q-Former as its wrapper runs it: learned queries, image features
+        inputs["query_embeds"] = torch.randn(BATCH, 4, config.hidden_size, generator=g)
+        inputs["encoder_hidden_states"] = torch.randn(BATCH, 4, config.encoder_hidden_size, generator=g)
+    if config.model_type in EXTRA_INPUTS:
+        inputs.update(EXTRA_INPUTS[config.model_type](config, g))
     if "decoder_input_ids" in accepts and name != "decoder_input_ids":
         inputs["decoder_input_ids"] = ids()
     if "use_cache" in accepts:
         inputs["use_cache"] = False
     return inputs
+
+
+def _boxes(config, g):
+    """A box per token, (x0, y0, x1, y1) normalised to [0, 1], as document models read words."""
+    import torch
+
+    corners = torch.rand(BATCH, SEQ, 2, 2, generator=g).sort(dim=2).values  # x0 <= x1, y0 <= y1
+    return {"bbox": corners.transpose(2, 3).reshape(BATCH, SEQ, 4)}
+
+
+def _region_features(config, g, regions=4):
+    """Detected regions' features and boxes, as LXMERT takes an image."""
+    import torch
+
+    return {"visual_feats": torch.randn(BATCH, regions, config.visual_feat_dim, generator=g),
+            "visual_pos": torch.rand(BATCH, regions, config.visual_pos_dim, generator=g)}
+
+
+def _trajectories(config, g):
+    """Decision Transformer's episodes: states, actions, rewards, returns to go, time steps."""
+    import torch
+
+    steps = SEQ // 4
+    return {"states": torch.randn(BATCH, steps, config.state_dim, generator=g),
+            "actions": torch.randn(BATCH, steps, config.act_dim, generator=g),
+            "rewards": torch.randn(BATCH, steps, 1, generator=g),
+            "returns_to_go": torch.randn(BATCH, steps, 1, generator=g),
+            "timesteps": torch.arange(steps).expand(BATCH, steps),
+            "attention_mask": torch.ones(BATCH, steps, dtype=torch.long)}
+
+
+def _latent_image_tokens(config, g):
+    """Kosmos-2's text: the image's latent queries take the positions after the first token."""
+    import torch
+
+    mask = torch.zeros(BATCH, SEQ, dtype=torch.bool)
+    mask[:, 1:1 + config.latent_query_num] = True
+    return {"input_ids": torch.randint(1, config.text_config.vocab_size, (BATCH, SEQ), generator=g),
+            "image_embeds_position_mask": mask}
+
+
+def _hidden_sequences(config, g):
+    """A speech model without its pre-nets (SpeechT5's base): encoder and decoder take hidden states."""
+    import torch
+
+    return {"input_values": torch.randn(BATCH, SEQ, config.hidden_size, generator=g),
+            "decoder_input_values": torch.randn(BATCH, SEQ, config.hidden_size, generator=g)}
+
+
+# Inputs a type's forward needs besides (or instead of) its main input, which its signature does not say.
+EXTRA_INPUTS = {
+    "bros": _boxes,
+    "decision_transformer": _trajectories,
+    "kosmos-2": _latent_image_tokens,
+    "speecht5": _hidden_sequences,
+    "lxmert": _region_features,
+    "udop": _boxes,
+    "vilt": lambda config, g: {"pixel_values": _pixels(config, g)},
+}
+
+
+def _waveform(config, g):
+    """A second of audio; codecs take it with its channels."""
+    import torch
+
+    channels = getattr(config, "audio_channels", None) or (1 if config.model_type in WAVEFORMS_WITH_CHANNELS else None)
+    return torch.randn(BATCH, *([channels] if channels else []), AUDIO_SAMPLES, generator=g)
+
+
+def _mel_bins(config):
+    """The mel bins a config names, or the audio encoder's config inside it (ASR models
+    keep them in encoder_config, audio_config, asr_config)."""
+    for c in (config, *(getattr(config, n, None) for n in ("encoder_config", "audio_config", "asr_config"))):
+        if getattr(c, "num_mel_bins", None):
+            return c.num_mel_bins
+    return None
 
 
 def _patch_sequences(config, g, side=4):
