@@ -326,6 +326,8 @@ LAYOUT_OPS = {
     "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, 2), (2, 3, 4, 4, 6)),
     "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, 3), (2, 3, 6, 6)),
     "adaptive_max_pool3d": (lambda x: F.adaptive_max_pool3d(x, 2), (2, 3, 4, 4, 6)),
+    "max_unpool2d": (lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2), (2, 3, 6, 6)),
+    "max_unpool3d": (lambda x: F.max_unpool3d(*F.max_pool3d(x, 2, return_indices=True), 2), (2, 3, 4, 4, 6)),
     "nearest2d": (lambda x: F.interpolate(x, scale_factor=2), (2, 3, 4, 5)),
     "nearest3d": (lambda x: F.interpolate(x, scale_factor=2), (2, 3, 2, 3, 4)),
     "nearest_exact2d": (lambda x: F.interpolate(x, scale_factor=2, mode="nearest-exact"), (2, 3, 4, 5)),

@@ -413,7 +413,11 @@ def test_group_norm_empty_and_bad_input():
                           ((None, torch.ones(4, 1, device="tpu"), 2, 4, 3, 2), "bias to be a vector of size equal"),
                           ((None, None, 2, 4, 3, 3), "divisible by num_groups"),
                           ((None, None, 2, 4, 3, 0), "num groups to be greater than 0"),
-                          ((None, None, 2, 4, 5, 2), "N \\* C \\* HxW")]:
+                          ((None, None, 2, 4, 5, 2), "N \\* C \\* HxW"),
+                          ((torch.ones(4, device="tpu", dtype=torch.bfloat16), None, 2, 4, 3, 2),
+                           "expect parameter to have scalar type of Float"),
+                          ((torch.ones(4, device="tpu"), torch.ones(4, device="tpu", dtype=torch.float64), 2, 4, 3, 2),
+                           "expected scalar type Float but found Double")]:
         with pytest.raises(RuntimeError, match=message):
             torch.native_group_norm(x, *args, 1e-5)
         with pytest.raises(RuntimeError, match=message):  # CPU's own message

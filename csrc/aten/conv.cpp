@@ -43,8 +43,8 @@ void check_dtype(const char* name, const at::Tensor& t, Ints ints) {
 }
 
 // The layout ATen's CPU kernels give a pooling result (forward or gradient):
-// every 2-d pool and max_pool3d keep a channels-last input's layout, the
-// other 3-d pools return contiguous results.
+// every 2-d pool (and unpool) and max_pool3d keep a channels-last input's
+// layout, the other 3-d pools return contiguous results.
 at::MemoryFormat pool_format(int64_t k, const at::Tensor& input, bool keeps_3d = false) {
   return k == 2 || keeps_3d ? input.suggest_memory_format() : at::MemoryFormat::Contiguous;
 }
@@ -494,8 +494,7 @@ at::Tensor max_unpool_impl(const char* name, int64_t k, const at::Tensor& self, 
   }
   for (int64_t d = 0; d < k; ++d) length *= self.size(self.dim() - k + d);
   c10::DeviceGuard guard(self.device());
-  at::Tensor output_t = prepare_output(name, out, shape, self.scalar_type(), self.device(), false,
-                                       self.suggest_memory_format());
+  at::Tensor output_t = prepare_output(name, out, shape, self.scalar_type(), self.device(), false, pool_format(k, self));
   if (output_t.numel() == 0) return output_t;
   if (self.numel() == 0) return output_t.zero_();
   Program prog(name, self.device());

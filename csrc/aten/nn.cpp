@@ -231,8 +231,9 @@ Tensor3 group_norm(const at::Tensor& input, const OptTensor& weight, const OptTe
                    c10::SymInt C, c10::SymInt HxW, int64_t group, double eps) {
   int64_t n = N.expect_int(), channels = C.expect_int();
   TORCH_CHECK(group > 0, "Expected num groups to be greater than 0, got ", group);
-  TORCH_CHECK(input.dim() >= 2 && input.size(1) == channels && channels % group == 0,
-              "Expected number of channels in input to be divisible by num_groups, but got input of shape ",
+  TORCH_CHECK(input.dim() >= 2 && input.size(1) == channels, "native_group_norm: expected an input of shape [N, ",
+              channels, ", *], got ", input.sizes());
+  TORCH_CHECK(channels % group == 0, "Expected number of channels in input to be divisible by num_groups, but got input of shape ",
               input.sizes(), " and num_groups=", group);
   for (const OptTensor* t : {&weight, &bias})
     TORCH_CHECK(!defined(*t) || ((*t)->dim() == 1 && (*t)->numel() == channels), "Expected ",
@@ -241,11 +242,17 @@ Tensor3 group_norm(const at::Tensor& input, const OptTensor& weight, const OptTe
                 t == &weight ? "weight" : "bias", " of shape ", (*t)->sizes(), " and input of shape ", input.sizes());
   TORCH_CHECK(input.numel() == n * channels * HxW.expect_int() && input.size(0) == n,
               "Expected X.numel() == N * C * HxW to be true, but got false.");
-  // Statistics in float for a reduced-precision input with float parameters, as on CPU.
-  bool mixed = c10::isReducedFloatingType(input.scalar_type()) &&
-               ((defined(weight) && weight->scalar_type() == c10::kFloat) ||
-                (defined(bias) && bias->scalar_type() == c10::kFloat));
-  c10::ScalarType stats = mixed ? c10::kFloat : input.scalar_type();
+  // ATen's mixed-type rule: parameters of another dtype than the input's must all be float (a
+  // reduced-precision input's float parameters; the statistics are then float too).
+  c10::ScalarType stats = stats_dtype(input, {&weight, &bias});
+  bool mixed = stats != input.scalar_type();
+  for (const OptTensor* t : {&weight, &bias}) {
+    if (!defined(*t)) continue;
+    TORCH_CHECK(!mixed || (*t)->scalar_type() == c10::kFloat,
+                "mixed dtype (CPU): expect parameter to have scalar type of Float");
+    TORCH_CHECK(mixed || (*t)->scalar_type() == input.scalar_type(), "expected scalar type ", input.scalar_type(),
+                " but found ", (*t)->scalar_type());
+  }
   c10::DeviceGuard guard(input.device());
   at::Tensor out = output_for(nullptr, nullptr, input, input.sizes(), input.scalar_type(),
                               input.suggest_memory_format());

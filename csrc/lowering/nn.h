@@ -34,9 +34,9 @@ struct NormForward {
 // Layer norm: statistics over dims [axis, rank).
 NormForward layer_norm(ir::Graph& g, ir::Value x, int64_t axis, OptValue weight, OptValue bias, double eps,
                        ir::DType result);
-// Group norm: x is [N, C, *], statistics per (n, group) over the group's
-// channels and every trailing dim (mean/invstd/var shaped [N, groups]);
-// weight/bias per channel.
+// Group norm: x is [N, C, *] and not empty, statistics per (n, group) over
+// the group's channels and every trailing dim (mean/invstd/var shaped
+// [N, groups]); weight/bias per channel.
 NormForward group_norm(ir::Graph& g, ir::Value x, int64_t groups, OptValue weight, OptValue bias, double eps,
                        ir::DType result);
 // Batch norm in training: statistics over every dim but 1 (the channels).

@@ -112,7 +112,6 @@ OVERRIDES = {
     "efficientnet": {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 320},  # B7 scaled down
     "esm": {"vocab_size": 256},  # unset in the default config
     "funnel": {"num_hidden_layers": None, "block_sizes": [1, 1, 1]},
-    "kosmos-2": {"latent_query_num": 4},  # image tokens within the report's 16
     "gemma3n_text": {"num_kv_shared_layers": 0, "intermediate_size": 128, "hidden_size_per_layer_input": 16,
                      "vocab_size_per_layer_input": 256, "laurel_rank": 8, "activation_sparsity_pattern": [0.0, 0.0]},
     "granitemoehybrid": {"layer_types": ["mamba", "attention"], "mamba_n_heads": 8, "mamba_d_head": 16,
@@ -124,6 +123,7 @@ OVERRIDES = {
     "instructblip_qformer": {"encoder_hidden_size": 64},
     "instructblipvideo_qformer": {"encoder_hidden_size": 64},
     "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1},
+    "kosmos-2": {"latent_query_num": 4},  # image tokens within the report's 16
     # layout embeddings: four coordinates and two sizes fill the hidden size (LiLT: a sixth each)
     "layoutlmv3": {"coordinate_size": 10, "shape_size": 12},
     "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
@@ -143,7 +143,6 @@ OVERRIDES = {
                        "ngram_vocab_size_base": 256, "split_ngram_parts": 2},
     "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
     "rt_detr": {"num_queries": 8}, "rt_detr_v2": {"num_queries": 8},
-    # a feature encoder of two convolutions, as the other speech models' (13 strides outrun a second of audio)
     # Hiera: one block per stage at a sixth of the default widths, each stage's window its whole
     # map, the first block global (the others pool queries)
     "sam2_hiera_det_model": {"hidden_size": 16, "blocks_per_stage": [1, 1, 1, 1], "embed_dim_per_stage": [16, 32, 64, 128],
@@ -151,6 +150,7 @@ OVERRIDES = {
                              "global_attention_blocks": [0]},
     # its neck reads the tiny Hiera's stages and feeds the tiny mask decoder
     "sam2_vision_model": {"backbone_channel_list": [128, 64, 32, 16], "fpn_hidden_size": 64},
+    # a feature encoder of two convolutions, as the other speech models' (13 strides outrun a second of audio)
     "sew": {"conv_dim": [32, 32], "conv_stride": [5, 2], "conv_kernel": [10, 3]},
     "sew-d": {"conv_dim": [32, 32], "conv_stride": [5, 2], "conv_kernel": [10, 3]},
     "squeezebert": {"embedding_size": 64},  # its embedding feeds the first block as is
@@ -480,7 +480,7 @@ def _main_inputs(model, config, g):
     vocab = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size",
                                                             None) or 256
     ids = lambda: torch.randint(1, vocab, (BATCH, SEQ), generator=g)  # noqa: E731
-    frames = 64  # of audio features
+    frames = 64  # of audio features, where the config does not fix them
     if "grid_thw" in required:  # a vision tower fed patches (Qwen-VL and kin)
         patches, grid = _patches(model, g)
         inputs = {"hidden_states" if "hidden_states" in accepts else "pixel_values": patches, "grid_thw": grid}
@@ -491,8 +491,9 @@ def _main_inputs(model, config, g):
         return _series(config, accepts, g)
     if "spatial_shapes" in accepts and name == "pixel_values":  # images as patch sequences of their own sizes (SigLIP 2)
         return _patch_sequences(config, g)
-    if name == "pixel_values":
-        inputs = {"pixel_values": _pixels(config, g)}
+    if name in ("pixel_values", "pixel_values_videos"):  # images, or a video model's frames
+        video_config = getattr(config, "vision_config", None) or config  # a video-text model's frames: its tower's
+        inputs = {name: _pixels(video_config if name == "pixel_values_videos" else config, g)}
     elif name == "input_values" and getattr(config, "num_mel_bins", None) and getattr(config, "max_length", None):
         inputs = {"input_values": torch.randn(BATCH, config.max_length, config.num_mel_bins, generator=g)}  # a spectrogram
     elif name == "input_values":
@@ -545,8 +546,8 @@ def _boxes(config, g):
     """A box per token, (x0, y0, x1, y1) normalised to [0, 1], as document models read words."""
     import torch
 
-    corners = torch.rand(BATCH, SEQ, 2, 2, generator=g).sort(dim=2).values  # x0 <= x1, y0 <= y1
-    return {"bbox": corners.transpose(2, 3).reshape(BATCH, SEQ, 4)}
+    corners = torch.rand(BATCH, SEQ, 2, 2, generator=g).sort(dim=2).values  # [(x0, y0), (x1, y1)]: x0 <= x1, y0 <= y1
+    return {"bbox": corners.reshape(BATCH, SEQ, 4)}
 
 
 def _region_features(config, g, regions=4):
