@@ -429,8 +429,9 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_pool_op(Overload o, const at::Te
   c10::DimVector shape = adaptive_shape(base, k, self, output);
   check_dtype(base, self, Ints::None);
   c10::DeviceGuard guard(self.device());
-  at::Tensor values = prepare_output(o.name, o.out, shape, self.scalar_type(), self.device(), false, pool_format(k, self));
-  at::Tensor index = prepare_output(o.name, o.out2, shape, c10::kLong, self.device(), false, pool_format(k, self));
+  const at::MemoryFormat format = pool_format(k, self);
+  at::Tensor values = prepare_output(o.name, o.out, shape, self.scalar_type(), self.device(), false, format);
+  at::Tensor index = prepare_output(o.name, o.out2, shape, c10::kLong, self.device(), false, format);
   if (values.numel() == 0) return {values, index};
   Program prog(o.name, self.device());
   lowering::MaxPoolResult r = lowering::adaptive_max_pool(prog.graph(), prog.read(self), output);

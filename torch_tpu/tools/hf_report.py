@@ -492,23 +492,21 @@ def _main_inputs(model, config, g):
     if "spatial_shapes" in accepts and name == "pixel_values":  # images as patch sequences of their own sizes (SigLIP 2)
         return _patch_sequences(config, g)
     if name in ("pixel_values", "pixel_values_videos"):  # images, or a video model's frames
-        video_config = getattr(config, "vision_config", None) or config  # a video-text model's frames: its tower's
-        inputs = {name: _pixels(video_config if name == "pixel_values_videos" else config, g)}
+        # a video-text model's frames: its vision tower's
+        inputs = {name: _pixels(_vision_tower(config) if name == "pixel_values_videos" else config, g)}
     elif name == "input_values" and getattr(config, "num_mel_bins", None) and getattr(config, "max_length", None):
         inputs = {"input_values": torch.randn(BATCH, config.max_length, config.num_mel_bins, generator=g)}  # a spectrogram
     elif name == "input_values":
         inputs = {"input_values": _waveform(config, g)}
     elif name in ("input_features", "audio_mel"):  # log-mel frames, (frames, mels) or (mels, frames)
         mels = _mel_bins(config)
-        first = next((m for m in model.modules() if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear))),
-                     None)
         if mels is not None and getattr(config, "max_source_positions", None):  # Whisper: as many as it embeds
             frames = 2 * config.max_source_positions
             shape = (BATCH, mels, frames)
         elif mels is not None and getattr(config, "n_window", None):  # Qwen3-ASR: whole windows of 2 * n_window
             frames = 2 * config.n_window
             shape = (BATCH, mels, frames)
-        elif mels is not None and isinstance(first, torch.nn.Conv1d) and first.in_channels == mels:  # a conv over mels
+        elif mels is not None and _first_layer_is_conv_over(model, mels):  # a conv over the mels
             shape = (BATCH, mels, frames)
         else:
             stacked = getattr(config, "num_stacked_frames", None) or STACKED_FRAMES.get(config.model_type, 1)
@@ -522,7 +520,7 @@ def _main_inputs(model, config, g):
         inputs["input_values"] = _waveform(config, g)
     if "pixel_values" in accepts and "pixel_values" not in inputs and (
             "pixel_values" in required or _is_dual_encoder(config)):
-        inputs["pixel_values"] = _pixels(getattr(config, "vision_config", None) or config, g)
+        inputs["pixel_values"] = _pixels(_vision_tower(config), g)
     for other in sorted(required - set(inputs)):  # ids a second encoder reads (InstructBLIP's Q-Former)
         if other.endswith("input_ids"):
             inputs[other] = ids()
@@ -594,8 +592,8 @@ EXTRA_INPUTS = {
     "bros": _boxes,
     "decision_transformer": _trajectories,
     "kosmos-2": _latent_image_tokens,
-    "speecht5": _hidden_sequences,
     "lxmert": _region_features,
+    "speecht5": _hidden_sequences,
     "udop": _boxes,
     "vilt": lambda config, g: {"pixel_values": _pixels(config, g)},
 }
@@ -607,6 +605,21 @@ def _waveform(config, g):
 
     channels = getattr(config, "audio_channels", None) or (1 if config.model_type in WAVEFORMS_WITH_CHANNELS else None)
     return torch.randn(BATCH, *([channels] if channels else []), AUDIO_SAMPLES, generator=g)
+
+
+def _vision_tower(config):
+    """The vision tower's config of a multimodal config, else the config itself."""
+    return getattr(config, "vision_config", None) or config
+
+
+def _first_layer_is_conv_over(model, channels):
+    """Whether the model's first convolution or linear layer is a Conv1d over `channels`
+    (mel features read as (mels, frames))."""
+    import torch
+
+    layers = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear)
+    first = next((m for m in model.modules() if isinstance(m, layers)), None)
+    return isinstance(first, torch.nn.Conv1d) and first.in_channels == channels
 
 
 def _mel_bins(config):
@@ -623,7 +636,7 @@ def _patch_sequences(config, g, side=4):
     config's count, a mask of the real ones and each image's (height, width) in patches."""
     import torch
 
-    config = getattr(config, "vision_config", None) or config
+    config = _vision_tower(config)
     patches = torch.randn(BATCH, config.num_patches, config.num_channels * config.patch_size ** 2, generator=g)
     mask = torch.zeros(BATCH, config.num_patches, dtype=torch.long)
     mask[:, :side * side] = 1
