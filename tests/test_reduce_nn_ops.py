@@ -396,6 +396,21 @@ def test_group_norm_forward_and_its_statistics(dtype, params):
     check(lambda x: torch.native_group_norm(x, None, None, 2, 6, 5, 2, 1e-5), x, **kw)
 
 
+def test_group_norm_remembered_graph_keeps_groups_eps_and_parameters_apart():
+    """Group norm's graph is remembered per kind of call (aten/op_memo.h): calls alike in
+    shape but with other groups, eps, parameters or values each get their own result."""
+    x, w, b = make((2, 8, 6)), make((8,), seed=1), make((8,), seed=2)
+    for groups, eps, params in [(2, 1e-5, (w, b)), (4, 1e-5, (w, b)), (4, 0.5, (w, b)), (4, 0.5, (None, b)),
+                                (4, 0.5, (w, None)), (4, 0.5, (None, None))]:
+        for t in (x, x * 3 + 1):  # the same graph applied to new values
+            check(lambda t, *p: F.group_norm(t, groups, *p, eps=eps), t, *params, rtol=1e-4, atol=1e-4)
+    for mask in ([True, True, True], [True, False, False], [False, True, True]):
+        _, mean, rstd = torch.native_group_norm(x, w, b, 2, 8, 6, 4, 1e-5)
+        for grad in (make((2, 8, 6), seed=3), make((2, 8, 6), seed=4)):
+            check(lambda *a: torch.ops.aten.native_group_norm_backward(*a, 2, 8, 6, 4, mask), grad, x, mean, rstd, w,
+                  rtol=1e-4, atol=1e-4)
+
+
 def test_group_norm_of_a_channels_last_input():
     # ATen's composite group norm views its input and fails on a channels-last one.
     x = make((2, 4, 3, 5)).contiguous(memory_format=torch.channels_last)

@@ -254,7 +254,7 @@ Tensor3 group_norm(const at::Tensor& input, const OptTensor& weight, const OptTe
                 " but found ", (*t)->scalar_type());
   }
   c10::DeviceGuard guard(input.device());
-  at::Tensor out = output_for(nullptr, nullptr, input, input.sizes(), input.scalar_type(),
+  at::Tensor out = output_for("native_group_norm", nullptr, input, input.sizes(), input.scalar_type(),
                               input.suggest_memory_format());
   at::Tensor mean = new_tensor(input, {n, group}, stats);
   at::Tensor rstd = new_tensor(input, {n, group}, stats);
@@ -266,11 +266,17 @@ Tensor3 group_norm(const at::Tensor& input, const OptTensor& weight, const OptTe
     return {out, mean, rstd};
   }
   Program p("native_group_norm", input.device());
-  lowering::NormForward f = lowering::group_norm(p.graph(), p.read(input), group, read_opt(p, weight),
-                                                 read_opt(p, bias), eps, ir_of(input.scalar_type()));
-  p.write(out, f.out);
-  p.write(mean, ir::convert(p.graph(), f.mean, ir_of(stats)));
-  p.write(rstd, ir::convert(p.graph(), f.invstd, ir_of(stats)));
+  const at::Tensor none;
+  const at::Tensor* tensors[] = {&input, defined(weight) ? &*weight : &none, defined(bias) ? &*bias : &none,
+                                 &out, &mean, &rstd};
+  const int64_t captures[] = {group, std::bit_cast<int64_t>(eps)};  // eps is a constant of the graph
+  build_or_apply(p, "native_group_norm", tensors, captures, [&](Program& q) {
+    lowering::NormForward f = lowering::group_norm(q.graph(), q.read(input), group, read_opt(q, weight),
+                                                   read_opt(q, bias), eps, ir_of(input.scalar_type()));
+    q.write(out, f.out);
+    q.write(mean, ir::convert(q.graph(), f.mean, ir_of(stats)));
+    q.write(rstd, ir::convert(q.graph(), f.invstd, ir_of(stats)));
+  });
   p.run();
   return {out, mean, rstd};
 }
@@ -299,12 +305,17 @@ Tensor3 group_norm_backward(const at::Tensor& grad, const at::Tensor& input, con
     return {gi, gw, gb};
   }
   Program p("native_group_norm_backward", input.device());
-  lowering::NormGrads r = lowering::group_norm_backward(p.graph(), p.read(grad), p.read(input), p.read(mean),
-                                                        p.read(rstd), read_opt(p, weight), group, mask,
-                                                        ir_of(input.scalar_type()), ir_of(param));
-  if (gi.defined()) p.write(gi, r.input);
-  if (gw.defined()) p.write(gw, r.weight);
-  if (gb.defined()) p.write(gb, r.bias);
+  const at::Tensor none;
+  const at::Tensor* tensors[] = {&grad, &input, &mean, &rstd, defined(weight) ? &*weight : &none, &gi, &gw, &gb};
+  const int64_t captures[] = {group, mask[0] | mask[1] << 1 | mask[2] << 2, static_cast<int64_t>(param)};
+  build_or_apply(p, "native_group_norm_backward", tensors, captures, [&](Program& q) {
+    lowering::NormGrads r = lowering::group_norm_backward(q.graph(), q.read(grad), q.read(input), q.read(mean),
+                                                          q.read(rstd), read_opt(q, weight), group, mask,
+                                                          ir_of(input.scalar_type()), ir_of(param));
+    if (gi.defined()) q.write(gi, r.input);
+    if (gw.defined()) q.write(gw, r.weight);
+    if (gb.defined()) q.write(gb, r.bias);
+  });
   p.run();
   return {gi, gw, gb};
 }
