@@ -12,6 +12,7 @@
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -62,7 +63,10 @@ int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Ten
                          const std::optional<at::Tensor>& mask, double dropout_p, bool /*is_causal*/,
                          std::optional<double> /*scale*/, bool enable_gqa) {
   const at::Context& ctx = at::globalContext();
-  if (ctx.userEnabledOverrideableSDP() && fused_kernels_take(q, k, v, mask, dropout_p, enable_gqa))
+  // A tensor subclass in eager code (DTensor has no sharding rule for the fused op) takes
+  // the math path, whose ops it knows; under torch.compile's tracing modes the fused op is traced.
+  const bool eager_subclass = q.key_set().has(c10::DispatchKey::Python) && !c10::impl::dispatch_mode_enabled();
+  if (ctx.userEnabledOverrideableSDP() && !eager_subclass && fused_kernels_take(q, k, v, mask, dropout_p, enable_gqa))
     return static_cast<int64_t>(SDPBackend::overrideable);
   return static_cast<int64_t>(ctx.userEnabledMathSDP() ? SDPBackend::math : SDPBackend::error);
 }
