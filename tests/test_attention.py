@@ -133,6 +133,9 @@ def test_errors_as_cpu():
         FUSED(tq, tk, tv, torch.zeros(2, 3, device="tpu"))
     with pytest.raises(RuntimeError, match="same dtype"):
         FUSED(tq, tk.double(), tv)
+    no_heads = torch.zeros(1, 0, 3, 4, device="tpu")  # no key heads to divide the query heads by
+    with pytest.raises(RuntimeError, match="incompatible shapes"):
+        FUSED(tq, no_heads, no_heads)
 
 
 def test_compiled_attention_copies_nothing():

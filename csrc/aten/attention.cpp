@@ -29,12 +29,29 @@ namespace {
 
 using sdp::SDPBackend;
 
-// The fused kernels' domain: 4-d q, k, v of one floating dtype, batches and
-// head sizes that agree, key heads that divide the query heads (more query
-// heads only under enable_gqa, as the math path requires), no dropout, a mask
-// of q's dtype or bool with rank <= 4, nothing empty. Sizes are read as
-// SymInts: under torch.compile the choice is made on fake tensors whose sizes
-// may be symbolic (comparing them guards on the answer).
+// q [B, Hq, L, E], k [B, Hk, S, E] and v [B, Hk, S, Ev] agree, Hk > 0 dividing Hq. Sizes are
+// read as SymInts: under torch.compile the choice is made on fake tensors whose sizes may be
+// symbolic (comparing them guards on the answer).
+bool shapes_agree(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const c10::SymInt hk = k.sym_size(1);
+  return q.sym_size(0) == k.sym_size(0) && q.sym_size(0) == v.sym_size(0) && hk == v.sym_size(1) &&
+         k.sym_size(2) == v.sym_size(2) && q.sym_size(3) == k.sym_size(3) && hk > 0 && q.sym_size(1) % hk == 0;
+}
+
+// The bias (rank <= 4) broadcasts to the scores' shape [B, Hq, L, S].
+bool bias_broadcasts(const at::Tensor& bias, const at::Tensor& q, const at::Tensor& k) {
+  if (bias.dim() > 4) return false;
+  const c10::SymInt full[] = {q.sym_size(0), q.sym_size(1), q.sym_size(2), k.sym_size(2)};
+  for (int64_t i = 0; i < bias.dim(); ++i) {
+    const c10::SymInt size = bias.sym_size(bias.dim() - 1 - i);
+    if (size != 1 && size != full[3 - i]) return false;
+  }
+  return true;
+}
+
+// The fused kernels' domain: 4-d q, k, v of one floating dtype whose shapes agree (more query
+// heads than key heads only under enable_gqa, as the math path requires), no dropout, a mask of
+// q's dtype or bool that broadcasts, nothing empty.
 bool fused_kernels_take(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                         const std::optional<at::Tensor>& mask, double dropout_p, bool enable_gqa) {
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || dropout_p != 0.0) return false;
@@ -42,20 +59,9 @@ bool fused_kernels_take(const at::Tensor& q, const at::Tensor& k, const at::Tens
     return false;
   if (q.is_nested() || k.is_nested() || v.is_nested()) return false;
   if (q.sym_numel() == 0 || k.sym_numel() == 0 || v.sym_numel() == 0) return false;
-  const c10::SymInt hq = q.sym_size(1), hk = k.sym_size(1);
-  if (q.sym_size(0) != k.sym_size(0) || q.sym_size(0) != v.sym_size(0) || hk != v.sym_size(1) ||
-      k.sym_size(2) != v.sym_size(2) || q.sym_size(3) != k.sym_size(3))
-    return false;
-  if (hq != hk && !(enable_gqa && hq % hk == 0)) return false;
-  if (mask.has_value() && mask->defined()) {
-    const at::Tensor& m = *mask;
-    if (m.dim() > 4 || (m.scalar_type() != at::kBool && m.scalar_type() != q.scalar_type())) return false;
-    const c10::SymInt full[] = {q.sym_size(0), hq, q.sym_size(2), k.sym_size(2)};
-    for (int64_t i = 0; i < m.dim(); ++i) {
-      const c10::SymInt size = m.sym_size(m.dim() - 1 - i);
-      if (size != 1 && size != full[3 - i]) return false;
-    }
-  }
+  if (!shapes_agree(q, k, v) || (q.sym_size(1) != k.sym_size(1) && !enable_gqa)) return false;
+  if (mask.has_value() && mask->defined())
+    return (mask->scalar_type() == at::kBool || mask->scalar_type() == q.scalar_type()) && bias_broadcasts(*mask, q, k);
   return true;
 }
 
@@ -83,20 +89,12 @@ void check_inputs(const char* name, const at::Tensor& q, const at::Tensor& k, co
               ": query, key and value must have the same dtype, got ", q.scalar_type(), ", ", k.scalar_type(),
               " and ", v.scalar_type());
   TORCH_CHECK(at::isFloatingType(q.scalar_type()), name, ": expected a floating dtype, got ", q.scalar_type());
-  TORCH_CHECK(q.size(0) == k.size(0) && q.size(0) == v.size(0) && k.size(1) == v.size(1) &&
-              k.size(2) == v.size(2) && q.size(3) == k.size(3) && q.size(1) % k.size(1) == 0,
-              name, ": incompatible shapes: query ", q.sizes(), ", key ", k.sizes(), ", value ", v.sizes());
+  TORCH_CHECK(shapes_agree(q, k, v), name, ": incompatible shapes: query ", q.sizes(), ", key ", k.sizes(),
+              ", value ", v.sizes());
   TORCH_CHECK_NOT_IMPLEMENTED(dropout_p == 0.0, name, ": dropout is not supported by tpu's fused attention "
                               "(scaled_dot_product_attention with dropout takes the math path)");
-  if (defined(bias)) {
-    TORCH_CHECK(bias->dim() <= 4, name, ": attn_bias must have at most 4 dims, got ", bias->dim());
-    const int64_t full[] = {q.size(0), q.size(1), q.size(2), k.size(2)};
-    for (int64_t i = 0; i < bias->dim(); ++i) {
-      const int64_t size = bias->size(bias->dim() - 1 - i);
-      TORCH_CHECK(size == 1 || size == full[3 - i], name, ": attn_bias of shape ", bias->sizes(),
-                  " does not broadcast to ", c10::IntArrayRef(full));
-    }
-  }
+  TORCH_CHECK(!defined(bias) || bias_broadcasts(*bias, q, k), name, ": attn_bias of shape ", bias->sizes(),
+              " does not broadcast to ", c10::IntArrayRef{q.size(0), q.size(1), q.size(2), k.size(2)});
 }
 
 // The output laid out as the query (PyTorch's meta kernel for this op: what
