@@ -308,6 +308,43 @@ def dtensor():
     assert_close(da.redistribute(mesh, [Replicate()]).to_local().cpu(), a)
 
 
+def attention():
+    """Tensor-parallel attention: DTensor query, key and value split on the heads (grouped query
+    heads, causal, a mask split with them) or on the batch (a replicated mask, whose gradient is a
+    partial sum), eager and compiled, forward and backward against CPU. The fused kernels run:
+    DTensor shards them by torch_tpu's rules (the math path raised on a causal DTensor)."""
+    import torch.nn.functional as F
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("tpu", (WORLD,))
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, heads, 5, 8, generator=g) for heads in (2 * WORLD, WORLD, WORLD))
+    weight = torch.randn(2, 2 * WORLD, 5, 8, generator=g)
+    masks = {"heads": torch.randn(2, 2 * WORLD, 5, 5, generator=g), "square": torch.randn(5, 5, generator=g)}
+
+    def attend(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=True)
+
+    cases = [(Shard(1), None, None), (Shard(1), "heads", Shard(1)), (Shard(0), "square", Replicate()),
+             (Replicate(), "square", Replicate())]
+    for fn in (attend, torch.compile(attend, backend="tpu")):
+        for along, mask_name, mask_placement in cases:
+            cpu = [t.clone().requires_grad_() for t in (q, k, v)]
+            mask = None if mask_name is None else masks[mask_name].clone().requires_grad_()
+            expected = attend(*cpu, mask)
+            (expected * weight).sum().backward()
+            tpu = [distribute_tensor(t.to(DEVICE), mesh, [along]).requires_grad_() for t in (q, k, v)]
+            dmask = None if mask is None else distribute_tensor(
+                mask.detach().to(DEVICE), mesh, [mask_placement]).requires_grad_()
+            out = fn(*tpu, dmask)
+            (out * distribute_tensor(weight.to(DEVICE), mesh, [along])).sum().backward()
+            assert out.placements == (along,), out.placements
+            assert_close(out.full_tensor().cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
+            for got, want in zip(tpu + ([dmask] if mask is not None else []), cpu + ([mask] if mask is not None else [])):
+                assert_close(got.grad.full_tensor().cpu(), want.grad, rtol=1e-4, atol=1e-4)
+
+
 def compiled():
     """torch.compile(backend="tpu") of a DDP module (DDP's hooks run between the
     compiled pieces) and of a DTensor function (functional collectives in the graph)."""
@@ -519,7 +556,7 @@ def mismatch():
     dist.all_reduce(t)
     assert_close(t.cpu(), torch.stack(all_inputs()).sum(0))
 
-SCENARIOS = {f.__name__: f for f in (collectives, asynchronous, ddp, fsdp2, checkpoint, dtensor, compiled, divergent, errors,
+SCENARIOS = {f.__name__: f for f in (collectives, asynchronous, ddp, fsdp2, checkpoint, dtensor, attention, compiled, divergent, errors,
                                       peer_exit, peer_stops, mismatch)}
 
 

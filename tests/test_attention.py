@@ -169,20 +169,23 @@ from torch.distributed.device_mesh import init_device_mesh
 dist.init_process_group(init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
 mesh = init_device_mesh("tpu", (1,))
 q = torch.randn(2, 4, 5, 8)
-for placement in (Replicate(), Shard(1)):
-    d = distribute_tensor(q.to("tpu"), mesh, [placement]).requires_grad_()
-    out = F.scaled_dot_product_attention(d, d, d)
-    out.sum().backward()
-    torch.testing.assert_close(out.full_tensor().cpu(), F.scaled_dot_product_attention(q, q, q))
-    assert type(out).__name__ == "DTensor" and d.grad is not None
+attend = lambda a: F.scaled_dot_product_attention(a, a, a, is_causal=True)
+for fn in (attend, torch.compile(attend, backend="tpu")):
+    for placement in (Replicate(), Shard(1)):
+        d = distribute_tensor(q.to("tpu"), mesh, [placement]).requires_grad_()
+        out = fn(d)
+        out.sum().backward()
+        torch.testing.assert_close(out.full_tensor().cpu(), attend(q))
+        assert type(out).__name__ == "DTensor" and out.placements == (placement,) and d.grad is not None
 dist.destroy_process_group()
 print("ok")
 """
 
 
-def test_dtensor_attention_takes_the_math_path():
-    """DTensor has no sharding rule for the fused op: a subclass in eager code gets the math
-    path's ops, which it shards (as before the fused kernels)."""
+def test_dtensor_attention_is_sharded_by_the_fused_ops_rules():
+    """DTensor shards the fused ops by torch_tpu's rules (torch_tpu/_dtensor_rules.py), eager and
+    compiled; causal attention on DTensor raised on the math path (a plain mask added to a
+    DTensor). Several ranks: distributed_worker.py's `attention`."""
     from support import run_python
 
     proc = run_python(DTENSOR_ATTENTION)

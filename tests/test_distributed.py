@@ -12,7 +12,7 @@ from support import run_python
 from torch_tpu import _plugin
 
 WORKER = os.path.join(os.path.dirname(__file__), "distributed_worker.py")
-ALL = ["collectives", "asynchronous", "ddp", "fsdp2", "checkpoint", "dtensor", "divergent", "errors"]
+ALL = ["collectives", "asynchronous", "ddp", "fsdp2", "checkpoint", "dtensor", "attention", "divergent", "errors"]
 
 
 def torchrun(ranks, scenarios, tmp_path, **env):

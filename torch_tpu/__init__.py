@@ -35,6 +35,7 @@ from . import _compile  # noqa: E402
 from . import _printing  # noqa: E402
 from . import _serialization  # noqa: E402
 from . import _distributed  # noqa: E402
+from . import _dtensor_rules  # noqa: E402
 from . import integrations as _integrations  # noqa: E402
 from ._jax import jax_kernel  # noqa: E402,F401
 from ._bucket_policy import get_dynamic_buckets, set_dynamic_buckets  # noqa: E402,F401
@@ -43,6 +44,7 @@ _compile.install_backends()
 _printing.install()
 _serialization.install()
 _distributed.install()
+_dtensor_rules.register_if_dtensor_loaded()
 _integrations.install()
 
 _cache.init_from_environment()

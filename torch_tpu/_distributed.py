@@ -14,6 +14,7 @@ processes, which no plugin tested here has).
 import torch.distributed as dist
 
 from . import _C
+from . import _dtensor_rules
 from . import config
 
 TRANSPORT_ENV = "TORCH_TPU_DIST_TRANSPORT"
@@ -45,6 +46,7 @@ def _create_backend(options, backend_options=None):
             "tpu_dist stages collectives through host memory over gloo, and this torch build has no gloo "
             "(torch.distributed.is_gloo_available() is False)")
     _transport(options.group_size)
+    _dtensor_rules.register()  # DTensor needs a process group: its rules are in place before its first op
     _C._register_host_staged_backend()
     host = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size, options.timeout)
     return _C._HostStagedBackend(host, options.store, options.group_rank, options.group_size)

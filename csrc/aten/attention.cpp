@@ -16,9 +16,11 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 
+#include "aten/attention.h"
 #include "aten/op_helpers.h"
 #include "ir/ops.h"
 #include "lowering/attention.h"
@@ -65,14 +67,18 @@ bool fused_kernels_take(const at::Tensor& q, const at::Tensor& k, const at::Tens
   return true;
 }
 
+std::atomic<bool> subclasses_take_fused{false};
+
 int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const std::optional<at::Tensor>& mask, double dropout_p, bool /*is_causal*/,
                          std::optional<double> /*scale*/, bool enable_gqa) {
   const at::Context& ctx = at::globalContext();
-  // A tensor subclass in eager code (DTensor has no sharding rule for the fused op) takes
-  // the math path, whose ops it knows; under torch.compile's tracing modes the fused op is traced.
-  const bool eager_subclass = q.key_set().has(c10::DispatchKey::Python) && !c10::impl::dispatch_mode_enabled();
-  if (ctx.userEnabledOverrideableSDP() && !eager_subclass && fused_kernels_take(q, k, v, mask, dropout_p, enable_gqa))
+  // A tensor subclass in eager code takes the math path, whose ops it knows, until DTensor has
+  // sharding rules for the fused ops (see attention.h); under torch.compile's tracing modes
+  // the fused op is traced.
+  const bool math_subclass = q.key_set().has(c10::DispatchKey::Python) && !c10::impl::dispatch_mode_enabled() &&
+                             !subclasses_take_fused.load(std::memory_order_relaxed);
+  if (ctx.userEnabledOverrideableSDP() && !math_subclass && fused_kernels_take(q, k, v, mask, dropout_p, enable_gqa))
     return static_cast<int64_t>(SDPBackend::overrideable);
   return static_cast<int64_t>(ctx.userEnabledMathSDP() ? SDPBackend::math : SDPBackend::error);
 }
@@ -181,6 +187,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attention_backward(
 }
 
 }  // namespace
+
+void set_subclasses_take_fused_attention(bool take) { subclasses_take_fused.store(take); }
 
 }  // namespace tpu::aten
 

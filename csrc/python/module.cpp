@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "aten/assert_async.h"
+#include "aten/attention.h"
 #include "aten/compiled_program.h"
 #include "aten/external.h"
 #include "aten/program.h"
@@ -221,6 +222,7 @@ PYBIND11_MODULE(_C, m) {
     return names;
   });
   m.def("_set_cache_dir", &engine::Runtime::set_cache_dir);
+  m.def("_set_subclasses_take_fused_attention", &aten::set_subclasses_take_fused_attention);
   m.def("_cache_dir", &engine::Runtime::cache_dir);
   m.def("_compile_records", [] {
     py::list out;
