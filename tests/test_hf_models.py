@@ -186,6 +186,20 @@ def test_report_runs_a_model_of_each_family_natively(model_type, family):
     assert (record["family"], record["status"]) == (family, "native"), record
 
 
+def test_report_cpu_mode_builds_and_runs_on_cpu_alone(tmp_path):
+    # --mode cpu: which types build tiny and run on CPU (and CPU's message where not), no tpu run
+    from torch_tpu.tools import hf_report
+
+    before = torch_tpu.metrics()["executions"]
+    record = hf_report.run_model("gpt2", "cpu")
+    assert record["status"] == "builds" and record["parameters"] > 0, record
+    assert torch_tpu.metrics()["executions"] == before
+    failed = {"model": "rwkv", "family": "causal-lm", "mode": "cpu", "status": "config", "error": "CPU's message"}
+    assert hf_report.summarize([record, failed]) == (dict({s: 0 for s in hf_report.STATUSES}, builds=1), 1)
+    text = hf_report.markdown([record, failed], "cpu", "x")
+    assert "| causal-lm | 1 | 1 |" in text and "builds 1 of 1 models" in text
+
+
 def test_report_shrinks_nested_configs_as_a_whole():
     # A multimodal type's vision tower and text model are configs of their own: each is
     # shrunk with the same sizes, so that the model builds tiny and counts.
