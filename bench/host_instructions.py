@@ -5,7 +5,7 @@ compiles and imports left out), sorted by where they ran: torch_tpu, the XLA
 plugin (its idle thread-pool spinning apart), PyTorch, Python, malloc.
 
     python bench/host_instructions.py [--workload gpt-nano|decode]
-                                      [--modes cpu strict fused compiled]
+                                      [--modes cpu inductor strict fused compiled]
                                       [--steps N] [--keep-profiles DIR]
                                       [--out bench/results/host_instructions.json]
                                       [--chart bench/results/host_instructions.png]
@@ -33,8 +33,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import host_overhead  # noqa: E402
 
-# No inductor: its C++ kernels are built for this CPU's AVX-512, which valgrind cannot run (SIGILL).
-MODES = ("cpu", "strict", "fused", "compiled")
+MODES = ("cpu", "inductor", "strict", "fused", "compiled")
+# Valgrind runs no AVX-512: inductor's kernels are built for AVX2 (x86-64-v3) in a cache of
+# the run's own, first by a native process (valgrind would run inductor's compiler 20-50x
+# slower), so that the counted process loads them.
+INDUCTOR_ENV = {"TORCHINDUCTOR_CPP_MARCH": "x86-64-v3"}
+INDUCTOR_SIMDLEN = 256
 # (runner maker, warm-up steps). Decode warms up past two whole sequences, so that every
 # cache length's graph has been built and kept (fused) or compiled (compiled).
 WORKLOADS = {
@@ -85,14 +89,20 @@ def components(annotated):
     return totals
 
 
-def _child(workload, mode, steps):
-    """Runs `workload` in `mode` with callgrind counting only the timed steps."""
+def _child(workload, mode, steps, counted=True):
+    """Runs `workload` in `mode` with callgrind counting only the timed steps (`counted`;
+    else the warm-up alone, natively)."""
     import torch
     torch.set_num_threads(1)  # as bench/host_overhead.py: compute-free, one intra-op thread
+    if mode == "inductor":
+        import torch._inductor.config
+        torch._inductor.config.cpp.simdlen = INDUCTOR_SIMDLEN
     losses = []
     make_runner, warm_up = WORKLOADS[workload]
     run = make_runner(mode, losses)
     run(warm_up)
+    if counted is False:  # the native process that fills inductor's cache
+        return 0
     control = shutil.which("callgrind_control") or "callgrind_control"
     # callgrind_control returns once valgrind has taken the command (its threads poll for it).
     subprocess.run([control, "-i", "on", str(os.getpid())], check=True, capture_output=True)
@@ -111,9 +121,15 @@ def measure(workload, mode, steps, keep_profiles=None):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         env = dict(os.environ, TORCH_TPU_CACHE_DIR=os.path.join(tmp, "cache"))
-        cmd = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=" + out,
-               sys.executable, os.path.abspath(__file__), "--child", mode, "--workload", workload,
-               "--steps", str(steps)]
+        child = [sys.executable, os.path.abspath(__file__), "--child", mode, "--workload", workload,
+                 "--steps", str(steps)]
+        if mode == "inductor":
+            env.update(INDUCTOR_ENV, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"))
+            warm = subprocess.run(child + ["--warm-only"], capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
+                                  env=env)
+            if warm.returncode != 0:
+                return {"error": "warming inductor's cache: exit %d: %s" % (warm.returncode, warm.stderr.strip()[-800:])}
+        cmd = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=" + out] + child
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
         except subprocess.TimeoutExpired:
@@ -136,15 +152,17 @@ def measure(workload, mode, steps, keep_profiles=None):
 
 def _ratios(results):
     cpu = results.get("cpu", {})
-    if "instructions_per_step" not in cpu:
-        return {}
     ratios = {}
     for mode, r in results.items():
-        if mode == "cpu" or "instructions_per_step" not in r:
+        if mode == "cpu" or "instructions_per_step" not in r or "instructions_per_step" not in cpu:
             continue
         ratios[mode + "_over_cpu"] = r["instructions_per_step"] / cpu["instructions_per_step"]
         ratios[mode + "_over_cpu_without_idle_spin"] = (r["instructions_without_idle_spin_per_step"] /
                                                         cpu["instructions_without_idle_spin_per_step"])
+    inductor, compiled = results.get("inductor", {}), results.get("compiled", {})
+    if "instructions_per_step" in inductor and "instructions_per_step" in compiled:
+        ratios["compiled_over_inductor_without_idle_spin"] = (compiled["instructions_without_idle_spin_per_step"] /
+                                                              inductor["instructions_per_step"])
     return ratios
 
 
@@ -181,9 +199,10 @@ def main(argv=None):
     parser.add_argument("--out", default=os.path.join(HERE, "results", "host_instructions.json"))
     parser.add_argument("--chart", default=os.path.join(HERE, "results", "host_instructions.png"))
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--warm-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return _child(args.workload, args.child, args.steps)
+        return _child(args.workload, args.child, args.steps, counted=not args.warm_only)
 
     import torch
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
