@@ -198,6 +198,9 @@ def test_report_cpu_mode_builds_and_runs_on_cpu_alone(tmp_path):
     assert hf_report.summarize([record, failed]) == (dict({s: 0 for s in hf_report.STATUSES}, builds=1), 1)
     text = hf_report.markdown([record, failed], "cpu", "x")
     assert "| causal-lm | 1 | 1 |" in text and "builds 1 of 1 models" in text
+    # a config validator's reason is on its message's second line: the record keeps it
+    refusal = ValueError("Class validation error for validator 'check':\n    ValueError: a must equal b")
+    assert hf_report._error_line(refusal) == "ValueError: Class validation error for validator 'check': ValueError: a must equal b"
 
 
 def test_report_shrinks_nested_configs_as_a_whole():

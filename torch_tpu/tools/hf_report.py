@@ -879,7 +879,7 @@ def run_model(model_type, mode, progress=lambda record: None):
         with _TopkRecorder() as cpu_topk:
             expected = _run(cpu_model, inputs, family)
     except Exception as exc:  # noqa: BLE001 - not the backend's doing; recorded
-        record.update(status="config", error=_first_line("%s: %s" % (type(exc).__name__, exc)))
+        record.update(status="config", error=_error_line(exc))
         return record
     record["parameters"] = sum(p.numel() for p in cpu_model.parameters())
     if mode == "cpu":  # the CPU half alone: which types build, and why the others do not
@@ -948,6 +948,14 @@ def run_model(model_type, mode, progress=lambda record: None):
     else:
         record["status"] = status
     return record
+
+
+def _error_line(exc):
+    """`Type: message` on one line; where the message's first line only introduces the next (a
+    config validator's "Class validation error for validator 'x':"), the next line too."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else (lines[0] if lines else "")
+    return _first_line("%s: %s" % (type(exc).__name__, text))
 
 
 def _matches_cpu_compiled(got, cpu_model, inputs, family):
