@@ -89,6 +89,7 @@ _INKLING2 = {"unpadded_vocab_size": 256, "swa_num_attention_heads": 4, "swa_num_
              "sliding_window_size": 8, "rel_extent": 16, "d_rel": 8, "n_layers_per_attn_res_block": 1}
 # Types whose default config the generic shrinking above does not fit: constructor arguments
 # added to (or replacing) the generic ones; None removes a generic size the type's config refuses.
+_EFFICIENTNET_B7_SCALED_DOWN = {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 320}
 OVERRIDES = {
     "audio-spectrogram-transformer": {"max_length": 64, "num_mel_bins": 32},  # spectrogram frames and bins
     "autoformer": {"prediction_length": 4, "context_length": 8, "label_length": 4},
@@ -96,6 +97,13 @@ OVERRIDES = {
     "bit": {"num_groups": 8},  # group norm over the tiny stages' 16 channels
     "blip_2_qformer": {"encoder_hidden_size": 64},  # the vision tower's (tiny) width
     "blt": {"encoder_hash_byte_group_vocab": 256},
+    # the decoder's vocabulary must equal the composite's, and the composite is shrunk first
+    "canary": {"vocab_size": None}, "canary_decoder": {"vocab_size": None},
+    # CSM: a text vocabulary beside the audio one; its depth decoder reads the backbone's width
+    "csm": {"text_vocab_size": 256, "audio_token_id": 250, "audio_eos_token_id": 251},
+    "csm_depth_decoder_model": {"backbone_hidden_size": 64},
+    "chameleon": {"vocabulary_map": {"<image>": 255}},  # the pretrained tokenizer's map: text alone here
+    "chameleon_vqgan": {"num_embeddings": 256, "latent_channels": 32, "base_channels": 32, "num_res_blocks": 1},
     "cohere_compass_text": {"rope_parameters": {kind: {"rope_type": "default", "rope_theta": 10000.0}
                                                 for kind in ("full_attention", "sliding_attention")}},
     # num_hidden_layers is their number of stages, which must match the stage lists
@@ -109,7 +117,8 @@ OVERRIDES = {
     "deepseek_v2": {"num_experts_per_tok": 2},
     "donut-swin": {"window_size": 1},  # attention windows within the tiny image's patches
     "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
-    "efficientnet": {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 320},  # B7 scaled down
+    "efficientnet": _EFFICIENTNET_B7_SCALED_DOWN, "align_vision_model": _EFFICIENTNET_B7_SCALED_DOWN,
+    "align": {"projection_dim": 80},  # the scaled-down vision tower's last channels (320 x 0.25)
     "esm": {"vocab_size": 256},  # unset in the default config
     "funnel": {"num_hidden_layers": None, "block_sizes": [1, 1, 1]},
     "gemma3n_text": {"num_kv_shared_layers": 0, "intermediate_size": 128, "hidden_size_per_layer_input": 16,
@@ -131,6 +140,11 @@ OVERRIDES = {
     "longcat_flash": {"num_layers": 2, "ffn_hidden_size": 128, "expert_ffn_hidden_size": 32, "moe_topk": 2,
                       "zero_expert_num": 2, "head_dim": 8},
     "mamba2": {"num_heads": 8, "n_groups": 1, "chunk_size": 16},
+    # Apertus 1.5's tokenizers: no projection around the audio quantizer (its width is the hidden size)
+    "wavtokenizer_encoder": {"codebook_dim": 64, "codebook_size": 256, "decoder_hidden_size": 64,
+                             "decoder_intermediate_size": 128},
+    "apertus1p5_vision_tokenizer": {"codebook_size": 256, "latent_channels": 32, "base_channels": 32, "embed_dim": 32,
+                                    "num_res_blocks": 1},  # group norms of 32 groups
     # codec decoders upsample in groups of their default width
     "mimi": {"upsample_groups": 64, "num_filters": 4}, "mimi_decoder": {"upsample_groups": 64},
     "mobilebert": {"embedding_size": 32, "intra_bottleneck_size": 32},
@@ -295,6 +309,13 @@ def _shrunk(default, model_type, family, build):
     if getattr(default, "num_key_value_heads", None) == getattr(default, "num_attention_heads", 0):
         sizes["num_key_value_heads"] = TINY["num_attention_heads"]  # multi-head attention stays so
     sizes.update(_layer_pattern(default, sizes.get("num_hidden_layers")))
+    rope = getattr(default, "rope_parameters", None)
+    if isinstance(rope, dict) and "mrope_section" in rope:  # a config that checks its sections when made
+        heads = sizes.get("num_attention_heads") or getattr(default, "num_attention_heads", None)
+        head_dim = sizes.get("head_dim") or (sizes.get("hidden_size", 0) // heads if heads else None)
+        fitted = _fitted_mrope(rope, head_dim, getattr(default, "partial_rotary_factor", None))
+        if fitted is not None:
+            sizes["rope_parameters"] = fitted
     for name, value in OVERRIDES.get(model_type, {}).items():
         if value is None:
             sizes.pop(name, None)
@@ -339,14 +360,22 @@ def _fit_mrope_sections(config):
         return  # none, another kind (axial), or one per layer kind: no sections there
     heads = getattr(config, "num_attention_heads", None)
     head_dim = getattr(config, "head_dim", None) or (config.hidden_size // heads if heads else None)
+    fitted = _fitted_mrope(rope, head_dim, getattr(config, "partial_rotary_factor", None))
+    if fitted is not None:
+        config.rope_parameters = fitted
+
+
+def _fitted_mrope(rope, head_dim, partial_rotary_factor=None):
+    """`rope` with its mrope sections scaled to sum to half of `head_dim`'s rotary part; None
+    where they already do (or there is no head size)."""
     sections = list(rope.get("mrope_section") or [16, 24, 24])  # the models' own default
-    factor = rope.get("partial_rotary_factor") or getattr(config, "partial_rotary_factor", None) or 1.0
+    factor = rope.get("partial_rotary_factor") or partial_rotary_factor or 1.0
     half = int(head_dim * factor) // 2 if head_dim else 0
     if not half or sum(sections) == half:
-        return
+        return None
     scaled = [max(1, s * half // sum(sections)) for s in sections]
     scaled[-1] += half - sum(scaled)
-    config.rope_parameters = dict(rope, mrope_section=scaled)
+    return dict(rope, mrope_section=scaled)
 
 
 @functools.cache
