@@ -102,6 +102,10 @@ OVERRIDES = {
     # CSM: a text vocabulary beside the audio one; its depth decoder reads the backbone's width
     "csm": {"text_vocab_size": 256, "audio_token_id": 250, "audio_eos_token_id": 251},
     "csm_depth_decoder_model": {"backbone_hidden_size": 64},
+    # a flow head conditioned on the backbone's width (its config has no model type of its own)
+    "gradium_phonon_tts": {"flow_head_config": lambda: _config_class(
+        "gradium_phonon_tts", "GradiumPhononTTSFlowHeadConfig")(hidden_size=64, num_hidden_layers=2, condition_dim=64)},
+    "glm5_next_text": {"index_kpool": 4, "qk_rope_head_dim": 0, "qk_nope_head_dim": 16},  # NoPE; kpool divides top-k 8
     "chameleon": {"vocabulary_map": {"<image>": 255}},  # the pretrained tokenizer's map: text alone here
     "chameleon_vqgan": {"num_embeddings": 256, "latent_channels": 32, "base_channels": 32, "num_res_blocks": 1},
     "cohere_compass_text": {"rope_parameters": {kind: {"rope_type": "default", "rope_theta": 10000.0}
