@@ -238,11 +238,13 @@ def test_report_fits_multimodal_rotary_sections_to_the_tiny_head():
     # sections sized for the default head; their sum must be half the tiny head's rotary dims.
     from torch_tpu.tools import hf_report
 
-    # (Cosmos 3 Edge's config checks the sum when it is made: the sections are fitted before)
-    for model_type in ("qwen2_vl", "glm4v_moe_text", "cosmos3_edge_text"):
+    # (Cosmos 3 Edge's config checks the sum when it is made: the sections are fitted before;
+    # HY V4 VL's latent attention rotates qk_rope_head_dim of each head)
+    for model_type in ("qwen2_vl", "glm4v_moe_text", "cosmos3_edge_text", "hy_v4_vl_text"):
         config = hf_report.tiny_config(model_type)
         text = getattr(config, "text_config", config)
-        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        head_dim = getattr(text, "qk_rope_head_dim", None) or getattr(text, "head_dim", None) or \
+            text.hidden_size // text.num_attention_heads
         factor = text.rope_parameters.get("partial_rotary_factor") or getattr(text, "partial_rotary_factor", 1.0)
         assert sum(text.rope_parameters["mrope_section"]) == int(head_dim * factor) // 2, model_type
     assert "mrope_section" not in hf_report.tiny_config("llava").text_config.rope_parameters
@@ -296,6 +298,14 @@ def test_report_feeds_a_base_model_inputs_of_its_kind(model_type, shapes):
     assert {k: tuple(v.shape) for k, v in inputs.items() if isinstance(v, torch.Tensor)} == shapes
     record = hf_report.run_model(model_type, "strict")
     assert (record["family"], record["status"]) == ("base-model", "native"), record
+
+
+def test_report_keeps_special_token_ids_within_the_tiny_vocabulary():
+    # a CTC head's blank class, as padding and the rest, must be a class of the tiny vocabulary
+    from torch_tpu.tools import hf_report
+
+    config = hf_report.tiny_config("nemo_speechlm").word_timestamp_config
+    assert config.blank_token_id < config.vocab_size == hf_report.TINY["vocab_size"]
 
 
 def test_report_shrinks_a_size_a_config_keeps_per_axis_or_stage():

@@ -106,6 +106,8 @@ OVERRIDES = {
     "gradium_phonon_tts": {"flow_head_config": lambda: _config_class(
         "gradium_phonon_tts", "GradiumPhononTTSFlowHeadConfig")(hidden_size=64, num_hidden_layers=2, condition_dim=64)},
     "glm5_next_text": {"index_kpool": 4, "qk_rope_head_dim": 0, "qk_nope_head_dim": 16},  # NoPE; kpool divides top-k 8
+    "mistral_large4_text": {"kv_source_layers": [0, 1]},  # each of the two layers its own keys and values
+    "muse_spark_audio": {"num_hidden_layers": None},  # one per stage of its per-stage lists
     "chameleon": {"vocabulary_map": {"<image>": 255}},  # the pretrained tokenizer's map: text alone here
     "chameleon_vqgan": {"num_embeddings": 256, "latent_channels": 32, "base_channels": 32, "num_res_blocks": 1},
     "cohere_compass_text": {"rope_parameters": {kind: {"rope_type": "default", "rope_theta": 10000.0}
@@ -316,7 +318,8 @@ def _shrunk(default, model_type, family, build):
     rope = getattr(default, "rope_parameters", None)
     if isinstance(rope, dict) and "mrope_section" in rope:  # a config that checks its sections when made
         heads = sizes.get("num_attention_heads") or getattr(default, "num_attention_heads", None)
-        head_dim = sizes.get("head_dim") or (sizes.get("hidden_size", 0) // heads if heads else None)
+        head_dim = sizes.get("qk_rope_head_dim") or sizes.get("head_dim") or \
+            (sizes.get("hidden_size", 0) // heads if heads else None)
         fitted = _fitted_mrope(rope, head_dim, getattr(default, "partial_rotary_factor", None))
         if fitted is not None:
             sizes["rope_parameters"] = fitted
@@ -327,7 +330,7 @@ def _shrunk(default, model_type, family, build):
             sizes[name] = value() if callable(value) else value
     if getattr(default, "pad_token_id", 0) is None:  # classification of a batch finds its last token by padding
         sizes["pad_token_id"] = 0
-    for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "blank_token_id"):
         token = getattr(default, name, None)
         if isinstance(token, int) and token >= TINY["vocab_size"]:
             sizes[name] = TINY["vocab_size"] - 1
@@ -363,15 +366,17 @@ def _fit_mrope_sections(config):
             any(isinstance(v, dict) for v in rope.values()) or not _models_read_mrope_sections(type(config)):
         return  # none, another kind (axial), or one per layer kind: no sections there
     heads = getattr(config, "num_attention_heads", None)
-    head_dim = getattr(config, "head_dim", None) or (config.hidden_size // heads if heads else None)
+    head_dim = getattr(config, "qk_rope_head_dim", None) or getattr(config, "head_dim", None) or \
+        (config.hidden_size // heads if heads else None)
     fitted = _fitted_mrope(rope, head_dim, getattr(config, "partial_rotary_factor", None))
     if fitted is not None:
         config.rope_parameters = fitted
 
 
 def _fitted_mrope(rope, head_dim, partial_rotary_factor=None):
-    """`rope` with its mrope sections scaled to sum to half of `head_dim`'s rotary part; None
-    where they already do (or there is no head size)."""
+    """`rope` with its mrope sections scaled to sum to half of `head_dim`'s rotary part (latent
+    attention: the callers pass its rotary head size); None where they already do (or there is
+    no head size)."""
     sections = list(rope.get("mrope_section") or [16, 24, 24])  # the models' own default
     factor = rope.get("partial_rotary_factor") or partial_rotary_factor or 1.0
     half = int(head_dim * factor) // 2 if head_dim else 0
