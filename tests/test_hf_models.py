@@ -480,3 +480,8 @@ def test_report_names_topk_tie_order_as_the_cause_of_a_difference():
                                      [(rounded[0][0], torch.tensor([[0, 1]]).to("tpu"), -1)]) == 0
     # the same scores ordered otherwise: no rounding to blame
     assert hf_report._tie_order_call(cpu, [(near.to("tpu"), torch.tensor([[0, 1, 2]]).to("tpu"), -1)]) is None
+    # masked scores (-inf, a causal indexer's future keys) tie too, and do not hide the others' rounding
+    masked = torch.tensor([[2.0, float("-inf"), float("-inf"), 1.0]])
+    cpu = [(masked, torch.tensor([[0, 3, 1]]), -1)]
+    assert hf_report._tie_order_call(cpu, [(masked.to("tpu"), torch.tensor([[0, 3, 2]]).to("tpu"), -1)]) == 0
+    assert hf_report._tie_order_call(cpu, [(masked.to("tpu"), torch.tensor([[3, 0, 1]]).to("tpu"), -1)]) is None
