@@ -89,6 +89,13 @@ _INKLING2 = {"unpadded_vocab_size": 256, "swa_num_attention_heads": 4, "swa_num_
              "sliding_window_size": 8, "rel_extent": 16, "d_rel": 8, "n_layers_per_attn_res_block": 1}
 # Types whose default config the generic shrinking above does not fit: constructor arguments
 # added to (or replacing) the generic ones; None removes a generic size the type's config refuses.
+def _tiny_flow_head(model_type, class_name):
+    """A TTS model's flow head conditioned on the tiny backbone's width (the head's config has
+    no model type of its own to shrink it by)."""
+    return lambda: _config_class(model_type, class_name)(hidden_size=TINY["hidden_size"], num_hidden_layers=2,
+                                                         condition_dim=TINY["hidden_size"])
+
+
 _EFFICIENTNET_B7_SCALED_DOWN = {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 320}
 OVERRIDES = {
     "audio-spectrogram-transformer": {"max_length": 64, "num_mel_bins": 32},  # spectrogram frames and bins
@@ -102,9 +109,8 @@ OVERRIDES = {
     # CSM: a text vocabulary beside the audio one; its depth decoder reads the backbone's width
     "csm": {"text_vocab_size": 256, "audio_token_id": 250, "audio_eos_token_id": 251},
     "csm_depth_decoder_model": {"backbone_hidden_size": 64},
-    # a flow head conditioned on the backbone's width (its config has no model type of its own)
-    "gradium_phonon_tts": {"flow_head_config": lambda: _config_class(
-        "gradium_phonon_tts", "GradiumPhononTTSFlowHeadConfig")(hidden_size=64, num_hidden_layers=2, condition_dim=64)},
+    "gradium_phonon_tts": {"flow_head_config": _tiny_flow_head("gradium_phonon_tts", "GradiumPhononTTSFlowHeadConfig")},
+    "pocket_tts": {"flow_head_config": _tiny_flow_head("pocket_tts", "PocketTTSFlowHeadConfig")},
     "glm5_next_text": {"index_kpool": 4, "qk_rope_head_dim": 0, "qk_nope_head_dim": 16},  # NoPE; kpool divides top-k 8
     "mistral_large4_text": {"kv_source_layers": [0, 1]},  # each of the two layers its own keys and values
     "muse_spark_audio": {"num_hidden_layers": None},  # one per stage of its per-stage lists
