@@ -114,6 +114,12 @@ OVERRIDES = {
     "glm5_next_text": {"index_kpool": 4, "qk_rope_head_dim": 0, "qk_nope_head_dim": 16},  # NoPE; kpool divides top-k 8
     "mistral_large4_text": {"kv_source_layers": [0, 1]},  # each of the two layers its own keys and values
     "muse_spark_audio": {"num_hidden_layers": None},  # one per stage of its per-stage lists
+    # HGNet V2 (D-FINE's backbone too): each stage's input is the last one's output
+    "hgnet_v2": {"stem_channels": [3, 16, 32], "stage_in_channels": [32, 32, 64, 128],
+                 "stage_mid_channels": [16, 32, 64, 64], "stage_out_channels": [32, 64, 128, 128],
+                 "stage_numb_of_layers": [2, 2, 2, 2], "hidden_sizes": [32, 64, 128, 128]},
+    # the tiny backbone's last three stages; queries among the tiny image's few tokens
+    "d_fine": {"encoder_in_channels": [64, 128, 128], "num_queries": 8}, "deimv2": {"num_queries": 8},
     "chameleon": {"vocabulary_map": {"<image>": 255}},  # the pretrained tokenizer's map: text alone here
     "chameleon_vqgan": {"num_embeddings": 256, "latent_channels": 32, "base_channels": 32, "num_res_blocks": 1},
     "cohere_compass_text": {"rope_parameters": {kind: {"rope_type": "default", "rope_theta": 10000.0}
