@@ -96,6 +96,7 @@ def _tiny_flow_head(model_type, class_name):
                                                          condition_dim=TINY["hidden_size"])
 
 
+_WAVTOKENIZER = {"codebook_dim": 64, "codebook_size": 256, "decoder_hidden_size": 64, "decoder_intermediate_size": 128}
 _EFFICIENTNET_B7_SCALED_DOWN = {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 320}
 OVERRIDES = {
     "audio-spectrogram-transformer": {"max_length": 64, "num_mel_bins": 32},  # spectrogram frames and bins
@@ -159,8 +160,7 @@ OVERRIDES = {
                       "zero_expert_num": 2, "head_dim": 8},
     "mamba2": {"num_heads": 8, "n_groups": 1, "chunk_size": 16},
     # Apertus 1.5's tokenizers: no projection around the audio quantizer (its width is the hidden size)
-    "wavtokenizer_encoder": {"codebook_dim": 64, "codebook_size": 256, "decoder_hidden_size": 64,
-                             "decoder_intermediate_size": 128},
+    "wavtokenizer_encoder": _WAVTOKENIZER, "wavtokenizer": _WAVTOKENIZER,
     "apertus1p5_vision_tokenizer": {"codebook_size": 256, "latent_channels": 32, "base_channels": 32, "embed_dim": 32,
                                     "num_res_blocks": 1},  # group norms of 32 groups
     # codec decoders upsample in groups of their default width
