@@ -16,12 +16,13 @@
 namespace tpu::aten::op_memo {
 namespace {
 
-// Bounds the memory a thread's memo holds; a program that keeps meeting new
-// keys (shapes that never repeat) starts over rather than grow.
+// Bounds the memory a thread's memo holds. When full, the keys seen once go
+// (one-off calls); the recorded ones stay unless they fill half of it (shapes
+// that never repeat), then it starts over rather than grow.
 constexpr size_t kMaxEntries = 4096;
 
 struct Entry {
-  enum State : uint8_t { Seen, Unusable, Ready };
+  enum State : uint8_t { Seen, Recording, Unusable, Ready };
   std::vector<int64_t> key;
   State state = Seen;  // a key is recorded when it comes a second time: one-off calls build once
   std::unique_ptr<Program::Recipe> recipe;
@@ -30,6 +31,11 @@ struct Entry {
 std::unordered_map<uint64_t, Entry>& entries() {
   thread_local std::unordered_map<uint64_t, Entry> memo;
   return memo;
+}
+
+void make_room(std::unordered_map<uint64_t, Entry>& memo) {
+  std::erase_if(memo, [](const auto& entry) { return entry.second.state == Entry::Seen; });
+  if (memo.size() >= kMaxEntries / 2) memo.clear();
 }
 
 }  // namespace
@@ -160,9 +166,18 @@ const Program::Recipe* find_or_record(Key& key, const char* name, int device,
       engine::metrics().add(engine::Counter::OpMemoHits);
       return entry.recipe.get();
     }
-    if (entry.state == Entry::Unusable) return nullptr;
+    if (entry.state != Entry::Seen) return nullptr;  // unusable, or being recorded (an op it runs)
+    entry.state = Entry::Recording;  // kept when ops run while recording make room
     auto recipe = std::make_unique<Program::Recipe>();
-    if (record(*recipe)) {
+    bool usable;
+    try {
+      usable = record(*recipe);
+    } catch (...) {  // the op's own error: a later call may record
+      auto again = memo.find(hash);
+      if (again != memo.end() && again->second.state == Entry::Recording) again->second.state = Entry::Seen;
+      throw;
+    }
+    if (usable) {
       static std::atomic<uint64_t> stamps{0};
       recipe->stamp = ++stamps;
     } else {
@@ -178,7 +193,7 @@ const Program::Recipe* find_or_record(Key& key, const char* name, int device,
     if (recorded->second.recipe) engine::metrics().add(engine::Counter::OpMemoRecipes);
     return recorded->second.recipe.get();
   }
-  if (memo.size() >= kMaxEntries) memo.clear();
+  if (memo.size() >= kMaxEntries) make_room(memo);
   Entry& entry = memo[hash];  // a colliding key replaces the other
   entry.key.assign(words.begin(), words.end());
   entry.state = Entry::Seen;
