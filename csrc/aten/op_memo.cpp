@@ -16,26 +16,38 @@
 namespace tpu::aten::op_memo {
 namespace {
 
-// Bounds the memory a thread's memo holds. When full, the keys seen once go
-// (one-off calls); the recorded ones stay unless they fill half of it (shapes
-// that never repeat), then it starts over rather than grow.
+// Bounds the memory a thread's memo holds. When full, the keys seen once and
+// not lately go (one-off calls; a key seen lately may come again, as an op's
+// second call); recorded ones stay unless they fill half of it (shapes that
+// never repeat), then it starts over rather than grow.
 constexpr size_t kMaxEntries = 4096;
+constexpr uint64_t kLately = kMaxEntries / 4;  // keys first seen within this many new keys
 
 struct Entry {
   enum State : uint8_t { Seen, Recording, Unusable, Ready };
   std::vector<int64_t> key;
   State state = Seen;  // a key is recorded when it comes a second time: one-off calls build once
+  uint64_t seen_at = 0;  // the count of new keys when it was first seen
   std::unique_ptr<Program::Recipe> recipe;
 };
 
-std::unordered_map<uint64_t, Entry>& entries() {
-  thread_local std::unordered_map<uint64_t, Entry> memo;
+struct Memo {
+  std::unordered_map<uint64_t, Entry> entries;
+  uint64_t new_keys = 0;
+};
+
+Memo& memo_of_this_thread() {
+  thread_local Memo memo;
   return memo;
 }
 
-void make_room(std::unordered_map<uint64_t, Entry>& memo) {
-  std::erase_if(memo, [](const auto& entry) { return entry.second.state == Entry::Seen; });
-  if (memo.size() >= kMaxEntries / 2) memo.clear();
+void make_room(Memo& memo) {
+  std::erase_if(memo.entries, [&](const auto& entry) {
+    return entry.second.state == Entry::Seen && memo.new_keys - entry.second.seen_at > kLately;
+  });
+  size_t recorded = 0;
+  for (const auto& entry : memo.entries) recorded += entry.second.state != Entry::Seen;
+  if (recorded >= kMaxEntries / 2 || memo.entries.size() >= kMaxEntries) memo.entries.clear();
 }
 
 }  // namespace
@@ -155,7 +167,8 @@ const Program::Recipe* find_or_record(Key& key, const char* name, int device,
   } catch (const std::exception&) {  // e.g. a storage whose graph failed: the op raises it as usual
     return nullptr;
   }
-  auto& memo = entries();
+  Memo& state = memo_of_this_thread();
+  auto& memo = state.entries;
   uint64_t hash = key.hash();
   auto found = memo.find(hash);
   std::span<const int64_t> words = key.words();
@@ -193,10 +206,11 @@ const Program::Recipe* find_or_record(Key& key, const char* name, int device,
     if (recorded->second.recipe) engine::metrics().add(engine::Counter::OpMemoRecipes);
     return recorded->second.recipe.get();
   }
-  if (memo.size() >= kMaxEntries) make_room(memo);
+  if (memo.size() >= kMaxEntries) make_room(state);
   Entry& entry = memo[hash];  // a colliding key replaces the other
   entry.key.assign(words.begin(), words.end());
   entry.state = Entry::Seen;
+  entry.seen_at = ++state.new_keys;
   entry.recipe.reset();
   return nullptr;
 }
