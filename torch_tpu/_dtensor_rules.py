@@ -15,43 +15,37 @@ register() runs when tpu_dist makes a process group (DTensor needs one) or
 when torch_tpu is imported after torch.distributed.tensor; importing DTensor
 costs ~0.8 s, so nothing imports it earlier.
 """
+import functools
 import sys
 
 import torch
 
-_registered = False
 
-
-def _bias_placements(bias):
-    """(on heads, on batch): the placements of a mask broadcasting to [B, H, L, S]."""
+def _splits(bias):
+    """[(how query, key, value and the scores are split, how the mask is)]: on the heads, on the
+    batch, replicated. A mask broadcasting to [B, H, L, S] is split where it has that dimension."""
     from torch.distributed.tensor import Replicate, Shard
 
     if bias is None:
-        return None, None
+        return [(Shard(1), None), (Shard(0), None), (Replicate(), None)]
     shape, rank = bias.shape, len(bias.shape)
     heads = Shard(rank - 3) if rank >= 3 and shape[rank - 3] != 1 else Replicate()
     batch = Shard(0) if rank == 4 and shape[0] != 1 else Replicate()
-    return heads, batch
+    return [(Shard(1), heads), (Shard(0), batch), (Replicate(), Replicate())]
 
 
 def _forward_rules(query, key, value, attn_bias=None, *args, **kwargs):
-    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor import Replicate
 
-    rules = []
-    for along, bias in zip((Shard(1), Shard(0)), _bias_placements(attn_bias)):
-        # outputs: out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed, philox_offset, debug_attn_mask
-        outputs = [along, along, None, None, None, None, Replicate(), Replicate(), None]
-        rules.append((outputs, [along, along, along, bias]))
-    everywhere = Replicate()
-    rules.append(([everywhere, everywhere, None, None, None, None, everywhere, everywhere, None],
-                  [everywhere, everywhere, everywhere, everywhere if attn_bias is not None else None]))
-    return rules
+    # outputs: out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed, philox_offset, debug_attn_mask
+    return [([along, along, None, None, None, None, Replicate(), Replicate(), None], [along, along, along, bias])
+            for along, bias in _splits(attn_bias)]
 
 
 def _backward_rules(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp,
                     cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset,
                     *args, **kwargs):
-    from torch.distributed.tensor import Partial, Replicate, Shard
+    from torch.distributed.tensor import Partial, Replicate
 
     def rule(along, bias):
         # A mask's gradient is split as the mask is; a replicated mask's, while its scores are
@@ -64,17 +58,12 @@ def _backward_rules(grad_out, query, key, value, attn_bias, grad_input_mask, out
                   None if philox_seed is None else Replicate(), None if philox_offset is None else Replicate()]
         return outputs, inputs
 
-    heads, batch = _bias_placements(attn_bias)
-    everywhere = Replicate()
-    return [rule(Shard(1), heads), rule(Shard(0), batch),
-            rule(everywhere, None if attn_bias is None else everywhere)]
+    return [rule(along, bias) for along, bias in _splits(attn_bias)]
 
 
+@functools.cache
 def register():
     """Registers the rules with DTensor and lets eager subclasses take the fused attention (once)."""
-    global _registered
-    if _registered:
-        return
     from torch.distributed.tensor.experimental import register_sharding
 
     aten = torch.ops.aten
@@ -83,7 +72,6 @@ def register():
     from . import _C
 
     _C._set_subclasses_take_fused_attention(True)
-    _registered = True
 
 
 def register_if_dtensor_loaded():
