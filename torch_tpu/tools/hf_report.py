@@ -87,8 +87,6 @@ LIST_SIZES = ("hidden_sizes", "depths", "conv_dim", "conv_stride", "conv_kernel"
 STAGE_HEADS = [1, 2, 4, 8]
 _INKLING2 = {"unpadded_vocab_size": 256, "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 16,
              "sliding_window_size": 8, "rel_extent": 16, "d_rel": 8, "n_layers_per_attn_res_block": 1}
-# Types whose default config the generic shrinking above does not fit: constructor arguments
-# added to (or replacing) the generic ones; None removes a generic size the type's config refuses.
 def _tiny_flow_head(model_type, class_name):
     """A TTS model's flow head conditioned on the tiny backbone's width (the head's config has
     no model type of its own to shrink it by)."""
@@ -98,6 +96,8 @@ def _tiny_flow_head(model_type, class_name):
 
 _WAVTOKENIZER = {"codebook_dim": 64, "codebook_size": 256, "decoder_hidden_size": 64, "decoder_intermediate_size": 128}
 _EFFICIENTNET_B7_SCALED_DOWN = {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 320}
+# Types whose default config the generic shrinking above does not fit: constructor arguments
+# added to (or replacing) the generic ones; None removes a generic size the type's config refuses.
 OVERRIDES = {
     "audio-spectrogram-transformer": {"max_length": 64, "num_mel_bins": 32},  # spectrogram frames and bins
     "autoformer": {"prediction_length": 4, "context_length": 8, "label_length": 4},
@@ -329,9 +329,7 @@ def _shrunk(default, model_type, family, build):
     sizes.update(_layer_pattern(default, sizes.get("num_hidden_layers")))
     rope = getattr(default, "rope_parameters", None)
     if isinstance(rope, dict) and "mrope_section" in rope:  # a config that checks its sections when made
-        heads = sizes.get("num_attention_heads") or getattr(default, "num_attention_heads", None)
-        head_dim = sizes.get("qk_rope_head_dim") or sizes.get("head_dim") or \
-            (sizes.get("hidden_size", 0) // heads if heads else None)
+        head_dim = _rotary_head_size(lambda name: sizes.get(name, getattr(default, name, None)))
         fitted = _fitted_mrope(rope, head_dim, getattr(default, "partial_rotary_factor", None))
         if fitted is not None:
             sizes["rope_parameters"] = fitted
@@ -377,18 +375,22 @@ def _fit_mrope_sections(config):
     if not isinstance(rope, dict) or rope.get("rope_type", "default") != "default" or \
             any(isinstance(v, dict) for v in rope.values()) or not _models_read_mrope_sections(type(config)):
         return  # none, another kind (axial), or one per layer kind: no sections there
-    heads = getattr(config, "num_attention_heads", None)
-    head_dim = getattr(config, "qk_rope_head_dim", None) or getattr(config, "head_dim", None) or \
-        (config.hidden_size // heads if heads else None)
+    head_dim = _rotary_head_size(lambda name: getattr(config, name, None))
     fitted = _fitted_mrope(rope, head_dim, getattr(config, "partial_rotary_factor", None))
     if fitted is not None:
         config.rope_parameters = fitted
 
 
+def _rotary_head_size(size):
+    """The head size whose rotary part the sections split, given `size(name)`, a config's size:
+    latent attention's rotary head, else the head."""
+    heads = size("num_attention_heads")
+    return size("qk_rope_head_dim") or size("head_dim") or ((size("hidden_size") or 0) // heads if heads else None)
+
+
 def _fitted_mrope(rope, head_dim, partial_rotary_factor=None):
-    """`rope` with its mrope sections scaled to sum to half of `head_dim`'s rotary part (latent
-    attention: the callers pass its rotary head size); None where they already do (or there is
-    no head size)."""
+    """`rope` with its mrope sections scaled to sum to half of `head_dim`'s rotary part; None
+    where they already do (or there is no head size)."""
     sections = list(rope.get("mrope_section") or [16, 24, 24])  # the models' own default
     factor = rope.get("partial_rotary_factor") or partial_rotary_factor or 1.0
     half = int(head_dim * factor) // 2 if head_dim else 0
