@@ -45,9 +45,10 @@ void make_room(Memo& memo) {
   std::erase_if(memo.entries, [&](const auto& entry) {
     return entry.second.state == Entry::Seen && memo.new_keys - entry.second.seen_at > kLately;
   });
+  // What is left: at most kLately + 1 recent keys, and the recorded ones.
   size_t recorded = 0;
   for (const auto& entry : memo.entries) recorded += entry.second.state != Entry::Seen;
-  if (recorded >= kMaxEntries / 2 || memo.entries.size() >= kMaxEntries) memo.entries.clear();
+  if (recorded >= kMaxEntries / 2) memo.entries.clear();
 }
 
 }  // namespace
